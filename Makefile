@@ -1,0 +1,26 @@
+# Everything a newcomer needs, from a machine with only Python 3 and pip.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: install test run clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	# The CPU build of torch 2.13.0; a plain `torch` requirement would pull a multi-GB CUDA build.
+	$(PIP) install --quiet torch==2.13.0
+	$(PIP) install --quiet -e ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+test: install
+	$(PY) -m pytest tests sklearn_measattn
+
+run: install
+	$(PY) examples/plot_quickstart.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

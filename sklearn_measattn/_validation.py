@@ -1,0 +1,256 @@
+"""Validation of batches of measures, shared by every public entry point.
+
+A batch of measures is a float array ``(n_samples, n_points, n_features)``, or a
+ragged list of ``(n_points_i, n_features)`` arrays, which becomes a zero-padded
+3-D array plus per-point weights (zero weight means "not there").
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.utils.validation import check_array
+
+__all__ = [
+    "check_measures",
+    "check_point_weights",
+    "check_measure_pair",
+    "check_n_features",
+    "is_ragged",
+]
+
+_FLOAT_DTYPES = (np.float64, np.float32)
+
+
+def is_ragged(X) -> bool:
+    """Whether ``X`` is a list/tuple of 2-D measures (rather than a 3-D array)."""
+    return isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(x) == 2 for x in X)
+
+
+def _reject_bad_dtype(X, input_name):
+    dtype = getattr(X, "dtype", None)
+    if dtype is not None and dtype.kind in "OUSV" and not isinstance(X, np.ndarray):
+        return
+    if dtype is not None and dtype.kind in "USV":
+        raise TypeError(
+            f"{input_name} has dtype {dtype} (strings/bytes); a batch of measures "
+            "must be numeric: a float array of shape (n_samples, n_points, n_features)."
+        )
+    if dtype is not None and dtype.kind == "c":
+        raise TypeError(
+            f"{input_name} has complex dtype {dtype}; measures must be real. Split "
+            "real and imaginary parts into separate features (np.stack([x.real, x.imag], -1))."
+        )
+
+
+def _check_dense(X, input_name, dtype, ensure_min_points):
+    X_arr = X if isinstance(X, np.ndarray) else None
+    if X_arr is None:
+        try:
+            X_arr = np.asarray(X)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(
+                f"{input_name} could not be converted to an array ({exc}). Pass a float "
+                "array of shape (n_samples, n_points, n_features) or a list of "
+                "(n_points_i, n_features) arrays."
+            ) from None
+    _reject_bad_dtype(X_arr, input_name)
+    if X_arr.dtype.kind == "O":
+        try:
+            X_arr = X_arr.astype(np.float64)
+        except (ValueError, TypeError):
+            raise TypeError(
+                f"{input_name} contains non-numeric entries; a batch of measures must be "
+                "a float array of shape (n_samples, n_points, n_features)."
+            ) from None
+    if X_arr.ndim != 3:
+        hint = ""
+        if X_arr.ndim == 2:
+            hint = (
+                " For a single measure use X[np.newaxis] (shape (1, n_points, "
+                "n_features)); for 1-D points use X[..., np.newaxis]."
+            )
+        raise ValueError(
+            f"{input_name} must be 3-D (n_samples, n_points, n_features), got an array "
+            f"of shape {X_arr.shape} ({X_arr.ndim}-D).{hint}"
+        )
+    if X_arr.shape[0] < 1:
+        raise ValueError(f"{input_name} has 0 samples (shape {X_arr.shape}); at least 1 measure is required.")
+    if X_arr.shape[1] < ensure_min_points:
+        raise ValueError(
+            f"{input_name} has {X_arr.shape[1]} points per measure (shape {X_arr.shape}); "
+            f"each measure needs at least {ensure_min_points} point(s)."
+        )
+    if X_arr.shape[2] < 1:
+        raise ValueError(f"{input_name} has 0 features (shape {X_arr.shape}); at least 1 is required.")
+    if X_arr.dtype == np.float16:
+        X_arr = X_arr.astype(np.float32)
+    return check_array(
+        X_arr,
+        dtype=dtype,
+        allow_nd=True,
+        ensure_all_finite=True,
+        ensure_min_samples=1,
+        input_name=input_name,
+    )
+
+
+def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=1):
+    """Validate a batch of measures; return a 3-D float array and point weights.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_points, n_features) or list of arrays
+        The measures. A list of 2-D arrays with different numbers of points is a
+        ragged batch: it is zero-padded to the longest and returned with weights.
+    input_name : str, default="X"
+        Name used in error messages.
+    dtype : dtype or tuple of dtypes, default=(float64, float32)
+        Accepted dtypes; others are converted to the first one.
+    ensure_min_points : int, default=1
+        Minimum number of points in each measure.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_points, n_features)
+        Finite floats.
+    weights : ndarray of shape (n_samples, n_points) or None
+        ``None`` for a dense input (uniform measures); for ragged input, 1 for
+        real points and 0 for padding.
+
+    Raises
+    ------
+    ValueError
+        On wrong rank, empty measures, NaN or inf, or mismatched feature counts
+        inside a ragged list.
+    TypeError
+        On non-numeric or complex data.
+    """
+    if is_ragged(X):
+        arrays = [_check_dense(np.asarray(x)[np.newaxis], f"{input_name}[{i}]", dtype, ensure_min_points)[0]
+                  for i, x in enumerate(_as_arrays(X, input_name))]
+        n_features = {a.shape[1] for a in arrays}
+        if len(n_features) > 1:
+            raise ValueError(
+                f"The measures in {input_name} have different numbers of features "
+                f"{sorted(n_features)}; every point must live in the same space."
+            )
+        lengths = [a.shape[0] for a in arrays]
+        if len(set(lengths)) == 1:
+            return np.stack(arrays), None
+        out_dtype = np.result_type(*arrays)
+        padded = np.zeros((len(arrays), max(lengths), arrays[0].shape[1]), dtype=out_dtype)
+        weights = np.zeros((len(arrays), max(lengths)), dtype=out_dtype)
+        for i, a in enumerate(arrays):
+            padded[i, : a.shape[0]] = a
+            weights[i, : a.shape[0]] = 1.0
+        return padded, weights
+    return _check_dense(X, input_name, dtype, ensure_min_points), None
+
+
+def _as_arrays(X, input_name):
+    out = []
+    for i, x in enumerate(X):
+        arr = np.asarray(x)
+        _reject_bad_dtype(arr, f"{input_name}[{i}]")
+        out.append(arr)
+    return out
+
+
+def check_point_weights(weights, shape, *, input_name="sample_weight", dtype=np.float64):
+    """Validate per-point weights for measures of ``shape[:2]``.
+
+    Parameters
+    ----------
+    weights : array-like of shape (n_samples, n_points) or None
+        Nonnegative finite weights; zero means the point is absent. Each measure
+        needs a positive total. ``None`` is returned unchanged (uniform weights).
+    shape : tuple
+        Shape of the measures the weights belong to.
+    input_name : str, default="sample_weight"
+        Name used in error messages.
+    dtype : dtype, default=float64
+        Output dtype.
+
+    Returns
+    -------
+    weights : ndarray of shape (n_samples, n_points) or None
+    """
+    if weights is None:
+        return None
+    arr = np.asarray(weights)
+    _reject_bad_dtype(arr, input_name)
+    expected = tuple(shape[:2])
+    if arr.shape != expected:
+        raise ValueError(
+            f"{input_name} must have shape (n_samples, n_points) = {expected}, got {arr.shape}."
+        )
+    arr = check_array(arr, dtype=dtype, ensure_all_finite=True, input_name=input_name)
+    if np.any(arr < 0):
+        raise ValueError(f"{input_name} has negative entries; point weights must be >= 0 (0 means absent).")
+    totals = arr.sum(axis=1)
+    if np.any(totals <= 0):
+        bad = np.flatnonzero(totals <= 0)[:5].tolist()
+        raise ValueError(
+            f"{input_name} sums to 0 for measure(s) {bad}; every measure needs at least "
+            "one point with positive weight."
+        )
+    return arr
+
+
+def check_n_features(X, n_features_expected, *, input_name="X", what="was fitted with"):
+    """Raise a ``ValueError`` when the last axis of ``X`` has the wrong size."""
+    if X.shape[-1] != n_features_expected:
+        raise ValueError(
+            f"{input_name} has {X.shape[-1]} features per point, but the estimator "
+            f"{what} {n_features_expected}. Pass measures with {n_features_expected} features."
+        )
+
+
+def check_measure_pair(y_true, y_pred, *, weights_true=None, weights_pred=None):
+    """Validate two batches of measures to compare sample by sample.
+
+    Returns ``(y_true, y_pred, w_true, w_pred)``: two 3-D float64 arrays with the
+    same ``n_samples`` and ``n_features`` (``n_points`` may differ) and their
+    normalised per-point weights (each row sums to 1).
+    """
+    y_true, ragged_w_true = check_measures(y_true, input_name="y_true", dtype=np.float64)
+    y_pred, ragged_w_pred = check_measures(y_pred, input_name="y_pred", dtype=np.float64)
+    if y_true.shape[0] != y_pred.shape[0]:
+        raise ValueError(
+            f"y_true has {y_true.shape[0]} measures but y_pred has {y_pred.shape[0]}; "
+            "they are compared sample by sample and must have the same n_samples."
+        )
+    if y_true.shape[2] != y_pred.shape[2]:
+        raise ValueError(
+            f"y_true has {y_true.shape[2]} features per point but y_pred has "
+            f"{y_pred.shape[2]}; the measures must live in the same space."
+        )
+    w_true = _combine_weights(weights_true, ragged_w_true, y_true.shape, "weights_true")
+    w_pred = _combine_weights(weights_pred, ragged_w_pred, y_pred.shape, "weights_pred")
+    return y_true, y_pred, w_true, w_pred
+
+
+def _combine_weights(weights, ragged_weights, shape, input_name):
+    weights = check_point_weights(weights, shape, input_name=input_name)
+    if weights is None:
+        weights = np.ones(shape[:2]) if ragged_weights is None else ragged_weights.astype(np.float64)
+    elif ragged_weights is not None:
+        weights = weights * ragged_weights
+        check_point_weights(weights, shape, input_name=f"{input_name} (after removing padding)")
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def check_positive(value, name, *, integer=False, allow_zero=False, allow_none=False):
+    """Check a scalar hyper-parameter; return it (as int when ``integer``)."""
+    if value is None and allow_none:
+        return None
+    kinds = numbers.Integral if integer else numbers.Real
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if integer else "a real number"
+        raise TypeError(f"{name} must be {kind}, got {value!r} of type {type(value).__name__}.")
+    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be finite and {bound}, got {value!r}.")
+    return int(value) if integer else float(value)

@@ -1,0 +1,251 @@
+"""Attention kernels, each defined by its log-weight ``g(s) = log kappa(s)``.
+
+Normalised kernel attention with a positive kernel ``kappa = exp(g)`` is exactly
+``softmax(g(S)) @ V``, so a kernel is fully described by ``g``. Every built-in ``g``
+below is written so that it is finite, with finite gradient, for scores as large
+as ``|s| = 1e4`` in float32, and is branch-free or clamped inside each branch
+(``torch.where`` evaluates both branches, and a NaN in the unused one would
+still poison the gradient).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["AttentionKernel", "get_kernel", "KERNEL_NAMES"]
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """An attention kernel ``kappa(s) = exp(g(s))`` given by its log-weight ``g``.
+
+    Build one with :func:`get_kernel`; the fields are documentation as much as
+    data.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (``"softmax"``, ``"poly"``, ``"log"``, ``"sigmoid"``,
+        ``"softplus"``) or the callable's ``__name__`` for user kernels.
+    log_weight : callable
+        Elementwise ``g``: maps a tensor of scores to a tensor of the same shape.
+    params : dict
+        Parameters the kernel was built with (e.g. ``{"degree": 2}``).
+    growth : str
+        How ``kappa(s)`` grows as ``s -> +inf``: ``"exponential"``,
+        ``"polynomial"``, ``"logarithmic"``, ``"linear"``, ``"bounded"`` or
+        ``"user"``.
+    min_tail_index : float or None
+        Smallest polynomial tail index ``alpha`` (``P(|Y| > t) ~ t^-alpha``) for
+        which both attention integrals ``int kappa(<q, k(y)>) v(y) dmu(y)`` and
+        ``int kappa(<q, k(y)>) dmu(y)`` converge when keys and values grow
+        linearly in ``y``: they converge for ``alpha > min_tail_index``.
+        ``inf`` for softmax (no polynomial tail is integrable), ``None`` when
+        unknown (user kernels).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_measattn.kernels import get_kernel
+    >>> kernel = get_kernel("poly", degree=2)
+    >>> kernel.growth, kernel.min_tail_index
+    ('polynomial', 3.0)
+    >>> kernel.kappa(torch.tensor([0.0, 2.0]))
+    tensor([1., 4.])
+    """
+
+    name: str
+    log_weight: Callable[[torch.Tensor], torch.Tensor] = field(repr=False)
+    params: dict = field(default_factory=dict)
+    growth: str = "user"
+    min_tail_index: float | None = None
+
+    def __call__(self, scores: torch.Tensor) -> torch.Tensor:
+        """Return ``g(scores)``, the log-weights."""
+        return self.log_weight(scores)
+
+    def kappa(self, scores: torch.Tensor) -> torch.Tensor:
+        """Return ``kappa(scores) = exp(g(scores))``, the unnormalised weights."""
+        return torch.exp(self.log_weight(scores))
+
+    @property
+    def is_softmax(self) -> bool:
+        """Whether this is plain softmax (so fused SDPA kernels apply)."""
+        return self.name == "softmax" and not self.params
+
+
+def _g_softmax(s):
+    return s
+
+
+def _make_g_poly(degree):
+    def g_poly(s):
+        # min(s, 0) + p log1p(max(s, 0) / p): equals s below 0, p log(1 + s/p)
+        # above, C^1 at 0, one transcendental, no branch to poison gradients.
+        positive = F.relu(s)
+        return (s - positive) + degree * torch.log1p(positive / degree)
+
+    return g_poly
+
+
+def _g_log(s):
+    # relu (not clamp) so the derivative at exactly s = 0 is 1, not 2: clamp passes
+    # the gradient on its boundary, relu does not.
+    positive = F.relu(s)
+    return (s - positive) + torch.log1p(torch.log1p(positive))
+
+
+def _g_sigmoid(s):
+    return F.logsigmoid(s)
+
+
+def _g_softplus(s):
+    # log(softplus(s)). For s < 0 write it as s + log(log1p(t) / t), t = e^s, with
+    # t kept away from 0 (log1p(t)/t == 1 to working precision there); for s >= 0
+    # softplus(s) = s + log1p(e^-s) >= log 2 is safe to take the log of.
+    t = torch.exp(torch.clamp(s, min=-30.0, max=0.0))
+    negative = s + torch.log(torch.log1p(t) / t)
+    s_pos = torch.clamp(s, min=0.0)
+    positive = torch.log(s_pos + torch.log1p(torch.exp(-s_pos)))
+    return torch.where(s < 0, negative, positive)
+
+
+def _check_degree(degree):
+    if isinstance(degree, bool) or not isinstance(degree, numbers.Real):
+        raise TypeError(
+            f"poly kernel: degree must be a positive real number, got {degree!r} "
+            f"of type {type(degree).__name__}."
+        )
+    degree = float(degree)
+    if not (math.isfinite(degree) and degree > 0):
+        raise ValueError(
+            f"poly kernel: degree must be a finite number > 0, got {degree!r}. "
+            "Use degree=1 (the default) for the slowest polynomial growth; large "
+            "degrees approach softmax."
+        )
+    return degree
+
+
+def _build_softmax():
+    return AttentionKernel("softmax", _g_softmax, {}, "exponential", math.inf)
+
+
+def _build_poly(degree=1.0):
+    degree = _check_degree(degree)
+    return AttentionKernel("poly", _make_g_poly(degree), {"degree": degree}, "polynomial", degree + 1.0)
+
+
+def _build_log():
+    return AttentionKernel("log", _g_log, {}, "logarithmic", 1.0)
+
+
+def _build_sigmoid():
+    return AttentionKernel("sigmoid", _g_sigmoid, {}, "bounded", 1.0)
+
+
+def _build_softplus():
+    return AttentionKernel("softplus", _g_softplus, {}, "linear", 2.0)
+
+
+_REGISTRY = {
+    "softmax": (_build_softmax, ()),
+    "poly": (_build_poly, ("degree",)),
+    "log": (_build_log, ()),
+    "sigmoid": (_build_sigmoid, ()),
+    "softplus": (_build_softplus, ()),
+}
+
+#: Names of the built-in kernels, in order of decreasing growth.
+KERNEL_NAMES = tuple(_REGISTRY)
+
+
+def get_kernel(kernel, **params) -> AttentionKernel:
+    """Return the :class:`AttentionKernel` for a name, a callable or a kernel.
+
+    ============  ==============================  ============  ===========================
+    name          kappa(s), s >= 0 (e^s if s<0)   growth        integrates tails alpha >
+    ============  ==============================  ============  ===========================
+    ``softmax``   e^s                             exponential   none (diverges for all)
+    ``poly``      (1 + s/p)^p                     polynomial    p + 1
+    ``log``       1 + log(1 + s)                  logarithmic   1
+    ``sigmoid``   sigmoid(s) (all s)              bounded       1
+    ``softplus``  log(1 + e^s) (all s)            linear        2
+    ============  ==============================  ============  ===========================
+
+    The last column is the tail index above which the attention integral
+    ``int kappa(<q, k(y)>) v(y) dmu(y)`` converges when keys and values are linear
+    in ``y`` (the ``+1`` is the value's own growth). Each kernel is positive,
+    increasing and C^1; ``poly`` tends to softmax as ``p`` grows.
+
+    Parameters
+    ----------
+    kernel : str, callable or AttentionKernel
+        A registry name, a user log-weight ``g`` (elementwise torch function,
+        should be increasing and finite), or an already built kernel (returned
+        unchanged when no params are given).
+    **params
+        Kernel parameters: ``degree`` (float > 0, default 1) for ``poly``.
+
+    Returns
+    -------
+    AttentionKernel
+        The kernel, with its log-weight ``g`` and documentation fields.
+
+    Raises
+    ------
+    ValueError
+        If the name is unknown or a parameter is invalid or not accepted by the
+        kernel; the message lists the valid choices.
+    TypeError
+        If ``kernel`` is neither a string nor a callable.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_measattn.kernels import get_kernel
+    >>> get_kernel("log")(torch.tensor([-1.0, 0.0]))
+    tensor([-1., 0.])
+    >>> get_kernel(lambda s: 0.5 * s).name
+    '<lambda>'
+    """
+    if isinstance(kernel, AttentionKernel):
+        if params:
+            raise ValueError(
+                f"kernel_params {sorted(params)} cannot be applied to an already built "
+                f"AttentionKernel {kernel.name!r}; pass the kernel name instead."
+            )
+        return kernel
+    if isinstance(kernel, str):
+        if kernel not in _REGISTRY:
+            raise ValueError(
+                f"Unknown attention kernel {kernel!r}. Valid choices are "
+                f"{', '.join(repr(k) for k in KERNEL_NAMES)}, or a callable g(s) "
+                "returning log-weights."
+            )
+        builder, accepted = _REGISTRY[kernel]
+        unknown = sorted(set(params) - set(accepted))
+        if unknown:
+            accepted_text = ", ".join(accepted) if accepted else "no parameters"
+            raise ValueError(
+                f"Kernel {kernel!r} got unknown parameter(s) {unknown}; it accepts "
+                f"{accepted_text}."
+            )
+        return builder(**params)
+    if callable(kernel):
+        if params:
+            raise ValueError(
+                f"kernel_params {sorted(params)} were given with a callable kernel; "
+                "bind parameters inside the callable instead (e.g. functools.partial)."
+            )
+        name = getattr(kernel, "__name__", type(kernel).__name__)
+        return AttentionKernel(name, kernel, {}, "user", None)
+    raise TypeError(
+        f"kernel must be one of {', '.join(repr(k) for k in KERNEL_NAMES)} or a "
+        f"callable g(s), got {kernel!r} of type {type(kernel).__name__}."
+    )
