@@ -84,19 +84,25 @@ def _g_softmax(s):
     return s
 
 
-def _make_g_poly(degree):
-    def g_poly(s):
+class _PolyLogWeight:
+    """``g`` of the poly kernel; a class rather than a closure so models pickle."""
+
+    def __init__(self, degree):
+        self.degree = degree
+
+    def __call__(self, s):
         # min(s, 0) + p log1p(max(s, 0) / p): equals s below 0, p log(1 + s/p)
         # above, C^1 at 0, one transcendental, no branch to poison gradients.
+        # relu (not clamp) so the derivative at exactly s = 0 is 1, not 2: clamp
+        # passes the gradient on its boundary, relu does not.
         positive = F.relu(s)
-        return (s - positive) + degree * torch.log1p(positive / degree)
+        return (s - positive) + self.degree * torch.log1p(positive / self.degree)
 
-    return g_poly
+    def __repr__(self):
+        return f"poly(degree={self.degree:g})"
 
 
 def _g_log(s):
-    # relu (not clamp) so the derivative at exactly s = 0 is 1, not 2: clamp passes
-    # the gradient on its boundary, relu does not.
     positive = F.relu(s)
     return (s - positive) + torch.log1p(torch.log1p(positive))
 
@@ -138,7 +144,7 @@ def _build_softmax():
 
 def _build_poly(degree=1.0):
     degree = _check_degree(degree)
-    return AttentionKernel("poly", _make_g_poly(degree), {"degree": degree}, "polynomial", degree + 1.0)
+    return AttentionKernel("poly", _PolyLogWeight(degree), {"degree": degree}, "polynomial", degree + 1.0)
 
 
 def _build_log():

@@ -1,0 +1,209 @@
+"""The measure transformer: pointwise embedding, kernel-attention blocks, pointwise head."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._validation import check_positive
+from .attention import BACKENDS, _dispatch, resolve_backend
+from .kernels import get_kernel
+
+__all__ = ["KernelMultiheadAttention", "MeasureTransformer"]
+
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+
+
+class KernelMultiheadAttention(nn.Module):
+    """Multi-head self-attention of a measure with an arbitrary attention kernel.
+
+    Each head computes ``softmax(g(Q K^T / sqrt(d_head)) + log w) V``, the
+    integral of the values against the (weighted) input measure with kernel
+    ``kappa = exp(g)``.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the point features.
+    n_heads : int
+        Number of heads; must divide ``d_model``.
+    kernel : str, callable or AttentionKernel, default="log"
+        The attention kernel (see :func:`sklearn_measattn.kernels.get_kernel`).
+    kernel_params : dict, optional
+        Parameters of the kernel, e.g. ``{"degree": 2}`` for ``"poly"``.
+    backend : str, default="auto"
+        Attention backend, see :func:`sklearn_measattn.attention.kernel_attention`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_measattn.transformer import KernelMultiheadAttention
+    >>> attention = KernelMultiheadAttention(16, 4, kernel="sigmoid")
+    >>> attention(torch.randn(3, 10, 16)).shape
+    torch.Size([3, 10, 16])
+    """
+
+    def __init__(self, d_model, n_heads, *, kernel="log", kernel_params=None, backend="auto"):
+        super().__init__()
+        d_model = check_positive(d_model, "d_model", integer=True)
+        n_heads = check_positive(n_heads, "n_heads", integer=True)
+        if d_model % n_heads:
+            raise ValueError(
+                f"n_heads={n_heads} must divide d_model={d_model}; pick e.g. "
+                f"n_heads in {[h for h in range(1, d_model + 1) if d_model % h == 0][:8]}."
+            )
+        if backend not in BACKENDS:
+            raise ValueError(f"Unknown attention backend {backend!r}; valid choices are {', '.join(map(repr, BACKENDS))}.")
+        self.kernel = get_kernel(kernel, **(kernel_params or {}))
+        self.n_heads = n_heads
+        self.backend = backend
+        self.in_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x, log_weights=None):
+        """Attend from every point of ``x`` (batch, n_points, d_model) to all points.
+
+        ``log_weights`` (batch, n_points) are the logs of the point weights
+        (``-inf`` for absent points), or ``None`` for uniform measures.
+        """
+        batch, n_points, d_model = x.shape
+        qkv = self.in_proj(x).view(batch, n_points, 3, self.n_heads, d_model // self.n_heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        backend = resolve_backend(self.backend, self.kernel, x)
+        out = _dispatch(q, k, v, self.kernel, log_weights, backend)
+        return self.out_proj(out.transpose(1, 2).reshape(batch, n_points, d_model))
+
+
+class _KernelTransformerBlock(nn.Module):
+    def __init__(self, d_model, n_heads, dim_feedforward, dropout, activation, norm_first, kernel, kernel_params, backend):
+        super().__init__()
+        self.attention = KernelMultiheadAttention(
+            d_model, n_heads, kernel=kernel, kernel_params=kernel_params, backend=backend
+        )
+        self.feedforward = nn.Sequential(
+            nn.Linear(d_model, dim_feedforward),
+            _ACTIVATIONS[activation](),
+            nn.Dropout(dropout),
+            nn.Linear(dim_feedforward, d_model),
+        )
+        self.norm_attention = nn.LayerNorm(d_model)
+        self.norm_feedforward = nn.LayerNorm(d_model)
+        self.dropout_attention = nn.Dropout(dropout)
+        self.dropout_feedforward = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x, log_weights):
+        if self.norm_first:
+            x = x + self.dropout_attention(self.attention(self.norm_attention(x), log_weights))
+            return x + self.dropout_feedforward(self.feedforward(self.norm_feedforward(x)))
+        x = self.norm_attention(x + self.dropout_attention(self.attention(x, log_weights)))
+        return self.norm_feedforward(x + self.dropout_feedforward(self.feedforward(x)))
+
+
+class MeasureTransformer(nn.Module):
+    """Post-norm transformer mapping an input measure to an output measure.
+
+    Every point is embedded by the same linear map, passes through ``n_layers``
+    blocks of kernel self-attention and a feed-forward network (each followed by
+    a residual connection and LayerNorm: ``norm_first=False``, the post-norm
+    transformer; ``norm_first=True`` gives the pre-norm variant for ablations),
+    and is mapped to an output point by a shared linear head. The map is
+    permutation equivariant and accepts any number of points.
+
+    Parameters
+    ----------
+    n_features_in : int
+        Features per input point.
+    n_features_out : int
+        Features per output point.
+    d_model : int, default=64
+        Width of the hidden point features.
+    n_heads : int, default=4
+        Attention heads; must divide ``d_model``.
+    n_layers : int, default=2
+        Number of transformer blocks.
+    dim_feedforward : int, default=128
+        Hidden width of each feed-forward network.
+    dropout : float, default=0.0
+        Dropout on the residual branches and inside the feed-forward networks.
+    kernel : str, callable or AttentionKernel, default="log"
+        The attention kernel (see :func:`sklearn_measattn.kernels.get_kernel`).
+    kernel_params : dict, optional
+        Parameters of the kernel, e.g. ``{"degree": 2}`` for ``"poly"``.
+    norm_first : bool, default=False
+        Pre-norm blocks instead of the post-norm default.
+    activation : {"gelu", "relu", "tanh"}, default="gelu"
+        Activation of the feed-forward networks.
+    attention_backend : str, default="auto"
+        See :func:`sklearn_measattn.attention.kernel_attention`.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_measattn.transformer import MeasureTransformer
+    >>> model = MeasureTransformer(2, 3, d_model=16, n_heads=2, n_layers=1, kernel="poly")
+    >>> X = torch.randn(4, 50, 2)
+    >>> model(X).shape
+    torch.Size([4, 50, 3])
+    >>> weights = torch.ones(4, 50)
+    >>> weights[:, 40:] = 0.0  # the last ten points of each measure are absent
+    >>> model(X, weights).shape
+    torch.Size([4, 50, 3])
+    """
+
+    def __init__(
+        self,
+        n_features_in,
+        n_features_out,
+        *,
+        d_model=64,
+        n_heads=4,
+        n_layers=2,
+        dim_feedforward=128,
+        dropout=0.0,
+        kernel="log",
+        kernel_params=None,
+        norm_first=False,
+        activation="gelu",
+        attention_backend="auto",
+    ):
+        super().__init__()
+        n_features_in = check_positive(n_features_in, "n_features_in", integer=True)
+        n_features_out = check_positive(n_features_out, "n_features_out", integer=True)
+        d_model = check_positive(d_model, "d_model", integer=True)
+        n_layers = check_positive(n_layers, "n_layers", integer=True, allow_zero=True)
+        dim_feedforward = check_positive(dim_feedforward, "dim_feedforward", integer=True)
+        dropout = check_positive(dropout, "dropout", allow_zero=True)
+        if dropout >= 1:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
+        if activation not in _ACTIVATIONS:
+            raise ValueError(f"Unknown activation {activation!r}; valid choices are {', '.join(map(repr, _ACTIVATIONS))}.")
+        self.embedding = nn.Linear(n_features_in, d_model)
+        self.blocks = nn.ModuleList(
+            _KernelTransformerBlock(
+                d_model, n_heads, dim_feedforward, dropout, activation, bool(norm_first),
+                kernel, kernel_params, attention_backend,
+            )
+            for _ in range(n_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+        self.head = nn.Linear(d_model, n_features_out)
+
+    def forward(self, X, weights=None):
+        """Map measures ``X`` (batch, n_points, n_features_in) to (batch, n_points, n_features_out).
+
+        ``weights`` (batch, n_points) are nonnegative point weights (zero = the
+        point is absent, e.g. padding of ragged measures); ``None`` means uniform.
+        Absent points still get an output, which the caller should ignore.
+        """
+        if X.ndim != 3:
+            raise ValueError(f"X must be 3-D (batch, n_points, n_features), got shape {tuple(X.shape)}.")
+        log_weights = None
+        if weights is not None:
+            if tuple(weights.shape) != tuple(X.shape[:2]):
+                raise ValueError(f"weights must have shape {tuple(X.shape[:2])}, got {tuple(weights.shape)}.")
+            log_weights = torch.log(weights.detach().to(X.dtype))
+        hidden = self.embedding(X)
+        for block in self.blocks:
+            hidden = block(hidden, log_weights)
+        return self.head(self.final_norm(hidden))
