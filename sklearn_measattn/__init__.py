@@ -4,14 +4,27 @@ Each sample is an ensemble of points (an empirical probability measure); the
 model maps an input ensemble to an output ensemble with a post-norm transformer
 whose attention kernel may grow more slowly than softmax's exponential, which
 keeps heavy-tailed ensembles from collapsing.
+
+Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`,
+:mod:`~sklearn_measattn.transformer`, :mod:`~sklearn_measattn.datasets`,
+:mod:`~sklearn_measattn.metrics`.
 """
 
+from . import datasets, metrics
+from .attention import kernel_attention
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
+from .metrics import get_scorer
+from .transformer import MeasureTransformer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AttentionKernel",
     "KERNEL_NAMES",
+    "MeasureTransformer",
+    "datasets",
     "get_kernel",
+    "get_scorer",
+    "kernel_attention",
+    "metrics",
 ]

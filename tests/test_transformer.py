@@ -1,0 +1,99 @@
+import pickle
+
+import pytest
+import torch
+
+from sklearn_measattn.kernels import KERNEL_NAMES
+from sklearn_measattn.transformer import KernelMultiheadAttention, MeasureTransformer
+
+
+def small_model(**kwargs):
+    torch.manual_seed(0)
+    params = dict(d_model=16, n_heads=2, n_layers=2, dim_feedforward=32)
+    params.update(kwargs)
+    return MeasureTransformer(3, 2, **params).double()
+
+
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_permutation_equivariant(kernel, norm_first):
+    model = small_model(kernel=kernel, norm_first=norm_first)
+    X = torch.randn(2, 30, 3, dtype=torch.float64)
+    permutation = torch.randperm(30)
+    torch.testing.assert_close(model(X)[:, permutation], model(X[:, permutation]))
+
+
+def test_any_number_of_points_and_shapes():
+    model = small_model()
+    for n_points in (1, 7, 64):
+        assert model(torch.randn(3, n_points, 3, dtype=torch.float64)).shape == (3, n_points, 2)
+
+
+def test_post_norm_is_default_and_outputs_are_normalised():
+    model = small_model(n_layers=1)
+    captured = {}
+    model.blocks[0].norm_feedforward.register_forward_hook(lambda m, i, o: captured.setdefault("h", o))
+    model(torch.randn(2, 10, 3, dtype=torch.float64))
+    hidden = captured["h"]
+    # Post-norm: the residual stream leaving a block is LayerNorm-ed.
+    torch.testing.assert_close(hidden.mean(-1), torch.zeros_like(hidden.mean(-1)), atol=1e-10, rtol=0)
+    assert isinstance(small_model(norm_first=True).final_norm, torch.nn.LayerNorm)
+    assert isinstance(model.final_norm, torch.nn.Identity)
+
+
+def test_zero_weights_equal_deleting_points():
+    model = small_model(kernel="poly")
+    X = torch.randn(2, 12, 3, dtype=torch.float64)
+    weights = torch.ones(2, 12, dtype=torch.float64)
+    weights[:, 8:] = 0
+    torch.testing.assert_close(model(X, weights)[:, :8], model(X[:, :8]))
+
+
+def test_backends_agree_and_train():
+    X = torch.randn(2, 20, 3, dtype=torch.float64)
+    outputs = []
+    for backend in ("naive", "chunked"):
+        model = small_model(kernel="log", attention_backend=backend)
+        out = model(X)
+        out.square().sum().backward()
+        outputs.append((out, model.embedding.weight.grad))
+    torch.testing.assert_close(outputs[0][0], outputs[1][0])
+    torch.testing.assert_close(outputs[0][1], outputs[1][1])
+
+
+def test_user_kernel_and_kernel_params():
+    model = small_model(kernel="poly", kernel_params={"degree": 3})
+    assert model.blocks[0].attention.kernel.params == {"degree": 3.0}
+    attention = KernelMultiheadAttention(8, 2, kernel=torch.tanh)
+    assert attention(torch.randn(1, 5, 8)).shape == (1, 5, 8)
+
+
+def test_pickles():
+    model = small_model(kernel="poly", kernel_params={"degree": 2})
+    X = torch.randn(1, 5, 3, dtype=torch.float64)
+    torch.testing.assert_close(pickle.loads(pickle.dumps(model))(X), model(X))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"n_heads": 3}, ValueError, "must divide d_model"),
+        ({"d_model": 0}, ValueError, "d_model"),
+        ({"n_layers": 1.5}, TypeError, "n_layers"),
+        ({"dropout": 1.0}, ValueError, "dropout"),
+        ({"activation": "swish"}, ValueError, "activation"),
+        ({"kernel": "cosine"}, ValueError, "Unknown attention kernel"),
+        ({"attention_backend": "cuda"}, ValueError, "backend"),
+    ],
+)
+def test_invalid_parameters(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        small_model(**kwargs)
+
+
+def test_invalid_inputs():
+    model = small_model()
+    with pytest.raises(ValueError, match="3-D"):
+        model(torch.randn(10, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="weights must have shape"):
+        model(torch.randn(1, 10, 3, dtype=torch.float64), torch.ones(1, 9, dtype=torch.float64))
