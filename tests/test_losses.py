@@ -1,0 +1,347 @@
+import numpy as np
+import ot
+import pytest
+import scipy.stats
+import torch
+from numpy.testing import assert_allclose
+from scipy.spatial.distance import cdist
+
+from sklearn_measattn.losses import (
+    LOSSES,
+    MeasureLoss,
+    energy_loss,
+    get_loss,
+    mse_loss,
+    sinkhorn_loss,
+    sliced_wasserstein_loss,
+)
+
+
+def _t(a):
+    return torch.as_tensor(np.asarray(a), dtype=torch.float64)
+
+
+def _np_energy(x, y, a=None, b=None, beta=1.0):
+    a = np.full(len(x), 1 / len(x)) if a is None else a / a.sum()
+    b = np.full(len(y), 1 / len(y)) if b is None else b / b.sum()
+    d = lambda u, v: cdist(u, v) ** beta  # noqa: E731
+    return 2 * a @ d(x, y) @ b - a @ d(x, x) @ a - b @ d(y, y) @ b
+
+
+@pytest.fixture
+def clouds():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 7, 2))
+    y = rng.standard_t(3, size=(3, 5, 2)) + 0.5
+    xw = rng.uniform(0.1, 2.0, size=(3, 7))
+    yw = rng.uniform(0.1, 2.0, size=(3, 5))
+    return x, y, xw, yw
+
+
+# --------------------------------------------------------------------------- energy
+@pytest.mark.parametrize("beta", [1.0, 0.5, 1.5, 2.0])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_energy_matches_numpy(clouds, beta, weighted):
+    x, y, xw, yw = clouds
+    if not weighted:
+        xw = yw = None
+    got = energy_loss(_t(x), _t(y), None if xw is None else _t(xw), None if yw is None else _t(yw),
+                      beta=beta, reduction="none")
+    expected = [_np_energy(x[i], y[i], None if xw is None else xw[i], None if yw is None else yw[i], beta)
+                for i in range(3)]
+    assert got.dtype == torch.float64
+    assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-14)
+    mean = energy_loss(_t(x), _t(y), None if xw is None else _t(xw), None if yw is None else _t(yw), beta=beta)
+    assert_allclose(float(mean), np.mean(expected), rtol=1e-12)
+
+
+def test_energy_matches_scipy_1d():
+    rng = np.random.default_rng(1)
+    u, v = rng.normal(size=9), rng.normal(size=4) + 1
+    uw, vw = rng.uniform(size=9), rng.uniform(size=4)
+    got = energy_loss(_t(u[None, :, None]), _t(v[None, :, None]), _t(uw[None]), _t(vw[None]))
+    assert_allclose(float(got), scipy.stats.energy_distance(u, v, uw, vw) ** 2, rtol=1e-10)
+
+
+def test_energy_zero_symmetric_and_monotone(clouds):
+    x, y, _, _ = clouds
+    assert float(energy_loss(_t(x), _t(x))) == 0.0
+    assert_allclose(float(energy_loss(_t(x), _t(y))), float(energy_loss(_t(y), _t(x))), rtol=1e-12)
+    values = [float(energy_loss(_t(x + s * (1.0 - x)), _t(np.ones_like(x)))) for s in (0.0, 0.3, 0.6, 0.9)]
+    assert all(v0 > v1 for v0, v1 in zip(values, values[1:]))
+
+
+# --------------------------------------------------------------------------- gradients
+LOSS_FUNCS = [
+    pytest.param(lambda x, y, *w: energy_loss(x, y, *w), id="energy"),
+    pytest.param(lambda x, y, *w: energy_loss(x, y, *w, beta=0.5), id="energy-beta0.5"),
+    pytest.param(lambda x, y, *w: sliced_wasserstein_loss(x, y, *w, generator=0), id="sliced"),
+    pytest.param(lambda x, y, *w: sliced_wasserstein_loss(x, y, *w, p=1, generator=0), id="sliced-p1"),
+    pytest.param(lambda x, y, *w: sinkhorn_loss(x, y, *w), id="sinkhorn"),
+    pytest.param(lambda x, y, *w: sinkhorn_loss(x, y, *w, p=1), id="sinkhorn-p1"),
+    pytest.param(lambda x, y, *w: mse_loss(x, y, *w), id="mse"),
+]
+
+
+@pytest.mark.parametrize("loss", LOSS_FUNCS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_gradients_finite_duplicates_and_identical(loss, dtype):
+    base = torch.tensor([[[0.0, 1.0], [0.0, 1.0], [2.0, -1.0], [2.0, -1.0]]], dtype=dtype)
+    for y in (base.clone(), base + 0.5):  # identical clouds, then shifted ones
+        x = base.clone().requires_grad_(True)
+        value = loss(x, y)
+        value.backward()
+        assert torch.isfinite(value)
+        assert value.dtype == dtype
+        assert torch.all(torch.isfinite(x.grad)), x.grad
+    # zero weights too
+    x = base.clone().requires_grad_(True)
+    w = torch.tensor([[1.0, 0.0, 2.0, 0.0]], dtype=dtype)
+    loss(x, base + 0.5, w, w).backward()
+    assert torch.all(torch.isfinite(x.grad))
+
+
+@pytest.mark.parametrize("loss", LOSS_FUNCS[:-1])
+def test_identical_clouds_near_zero(loss):
+    x = torch.randn(2, 6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    assert abs(float(loss(x, x.clone()))) < 1e-6
+
+
+# --------------------------------------------------------------------------- weights
+WEIGHTED_LOSSES = [
+    pytest.param(lambda x, y, a, b: energy_loss(x, y, a, b), 1e-12, id="energy"),
+    pytest.param(lambda x, y, a, b: sliced_wasserstein_loss(x, y, a, b, generator=3), 1e-10, id="sliced"),
+    pytest.param(lambda x, y, a, b: sliced_wasserstein_loss(x, y, a, b, p=1, generator=3), 1e-10,
+                 id="sliced-p1"),
+    pytest.param(lambda x, y, a, b: sinkhorn_loss(x, y, a, b), 1e-3, id="sinkhorn"),
+]
+
+
+@pytest.mark.parametrize("loss, rtol", WEIGHTED_LOSSES)
+def test_zero_weights_equal_deleting_points(loss, rtol):
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=(1, 6, 2)), rng.normal(size=(1, 5, 2)) + 1
+    xw = np.array([[1.0, 0.0, 1.0, 1.0, 0.0, 1.0]])
+    yw = np.array([[0.0, 1.0, 1.0, 1.0, 1.0]])
+    full = loss(_t(x), _t(y), _t(xw), _t(yw))
+    deleted = loss(_t(x[:, xw[0] > 0]), _t(y[:, yw[0] > 0]), None, None)
+    assert_allclose(float(full), float(deleted), rtol=rtol)
+
+
+@pytest.mark.parametrize("loss, rtol", WEIGHTED_LOSSES)
+def test_integer_weights_equal_repeating_points(loss, rtol):
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(1, 4, 2)), rng.normal(size=(1, 3, 2)) - 1
+    xw, yw = np.array([[1, 3, 2, 1]]), np.array([[2, 1, 4]])
+    weighted = loss(_t(x), _t(y), _t(xw.astype(float)), _t(yw.astype(float)))
+    repeated = loss(_t(np.repeat(x, xw[0], axis=1)), _t(np.repeat(y, yw[0], axis=1)), None, None)
+    assert_allclose(float(weighted), float(repeated), rtol=rtol)
+
+
+# --------------------------------------------------------------------------- sliced
+def test_sliced_unequal_sizes_matches_scipy_in_1d():
+    rng = np.random.default_rng(4)
+    u, v = rng.normal(size=11), rng.exponential(size=6)
+    uw, vw = rng.uniform(size=11), rng.uniform(size=6)
+    got = sliced_wasserstein_loss(_t(u[None, :, None]), _t(v[None, :, None]), _t(uw[None]), _t(vw[None]),
+                                  p=1, n_projections=3, generator=0)
+    assert_allclose(float(got), scipy.stats.wasserstein_distance(u, v, uw, vw), rtol=1e-10)
+    got = sliced_wasserstein_loss(_t(u[None, :, None]), _t(v[None, :, None]), p=2, n_projections=3, generator=0)
+    expected = ot.wasserstein_1d(u, v, p=2)
+    assert_allclose(float(got), float(expected), rtol=1e-10)
+
+
+def test_sliced_sort_and_quantile_paths_agree():
+    x = torch.randn(2, 9, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    y = torch.randn(2, 9, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    fast = sliced_wasserstein_loss(x, y, generator=5)
+    ones = torch.ones(2, 9, dtype=torch.float64)
+    quantile = sliced_wasserstein_loss(x, y, ones, ones, generator=5)
+    assert_allclose(float(fast), float(quantile), rtol=1e-12)
+
+
+def test_sliced_translate_expected_value():
+    d, t = 3, torch.tensor([1.0, -2.0, 2.0], dtype=torch.float64)  # |t|^2 = 9
+    x = torch.randn(1, 40, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    got = sliced_wasserstein_loss(x, x + t, n_projections=4000, generator=1)
+    # per direction theta, W_2^2 of a translate is <theta, t>^2, whose mean is |t|^2 / d
+    assert_allclose(float(got), 9.0 / d, rtol=0.05)
+    got_unequal = sliced_wasserstein_loss(x, (x + t)[:, ::2], n_projections=8, generator=1)
+    assert torch.isfinite(got_unequal) and float(got_unequal) > 0
+
+
+def test_sliced_generator_reproducible():
+    x, y = torch.randn(2, 5, 2), torch.randn(2, 5, 2)
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    assert float(sliced_wasserstein_loss(x, y, generator=g1)) == float(sliced_wasserstein_loss(x, y, generator=g2))
+    with pytest.raises(TypeError, match="generator"):
+        sliced_wasserstein_loss(x, y, generator="seed")
+
+
+# --------------------------------------------------------------------------- sinkhorn
+def test_sinkhorn_close_to_exact_ot():
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(8, 2)), rng.normal(size=(10, 2)) + [1.0, 0.0]
+    a, b = rng.uniform(0.5, 1.5, 8), rng.uniform(0.5, 1.5, 10)
+    exact = ot.emd2(a / a.sum(), b / b.sum(), ot.dist(x, y))  # squared Euclidean cost
+    args = (_t(x[None]), _t(y[None]), _t(a[None]), _t(b[None]))
+    errors = {}
+    for reg, debias in [(0.002, True), (0.002, False), (0.01, False)]:
+        value = float(sinkhorn_loss(*args, reg=reg, debias=debias, max_iter=3000))
+        errors[reg, debias] = abs(value - exact) / exact
+    assert errors[0.002, True] < 0.01 and errors[0.002, False] < 0.02
+    assert errors[0.002, False] < errors[0.01, False]  # the entropic bias shrinks with reg
+    absolute = float(sinkhorn_loss(*args, reg=0.002, normalize=None, debias=False, max_iter=3000))
+    assert_allclose(absolute, exact, rtol=0.02)
+    largest = float(sinkhorn_loss(*args, reg=0.002, normalize="max", max_iter=3000))
+    assert_allclose(largest, exact, rtol=0.02)
+
+
+def test_sinkhorn_gradient_matches_plan_direction():
+    x = torch.tensor([[[0.0], [1.0]]], dtype=torch.float64, requires_grad=True)
+    sinkhorn_loss(x, x.detach() + 2.0, reg=0.01).backward()
+    # moving x toward y (to the right) lowers the loss: both gradients negative
+    assert torch.all(x.grad < 0)
+
+
+# --------------------------------------------------------------------------- mse
+def test_mse_values_and_mismatch():
+    x, y = torch.zeros(2, 3, 2), torch.ones(2, 3, 2)
+    y[1] = 3.0
+    assert_allclose(mse_loss(x, y, reduction="none").numpy(), [1.0, 9.0], rtol=1e-6)
+    w = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    y[0, 0] = 2.0
+    assert_allclose(mse_loss(x, y, w, reduction="none").numpy(), [4.0, 9.0], rtol=1e-6)
+    with pytest.raises(ValueError, match="mse loss needs paired targets.*got 3 and 4.*energy"):
+        mse_loss(x, torch.ones(2, 4, 2))
+
+
+# --------------------------------------------------------------------------- validation
+@pytest.mark.parametrize("loss", [energy_loss, sliced_wasserstein_loss, sinkhorn_loss, mse_loss])
+def test_input_validation(loss):
+    x, y = torch.zeros(2, 3, 2), torch.ones(2, 3, 2)
+    with pytest.raises(ValueError, match="3-D"):
+        loss(x[0], y)
+    with pytest.raises(ValueError, match="samples"):
+        loss(x, y[:1])
+    with pytest.raises(ValueError, match="features"):
+        loss(x, y[..., :1])
+    with pytest.raises(ValueError, match=r"x_weights must have shape"):
+        loss(x, y, torch.ones(2, 4))
+    with pytest.raises(ValueError, match=">= 0"):
+        loss(x, y, None, -torch.ones(2, 3))
+    with pytest.raises(ValueError, match="sums to 0"):
+        loss(x, y, torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="reduction"):
+        loss(x, y, reduction="avg")
+    assert loss(x, y, reduction="none").shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "name, params, error, match",
+    [
+        ("energy", {"beta": 0.0}, ValueError, "beta"),
+        ("energy", {"beta": 2.5}, ValueError, "beta"),
+        ("sliced", {"n_projections": 0}, ValueError, "n_projections"),
+        ("sliced", {"p": 0.5}, ValueError, "p must"),
+        ("sinkhorn", {"reg": -1.0}, ValueError, "reg"),
+        ("sinkhorn", {"p": 3}, ValueError, "p must"),
+        ("energy", {"n_projections": 3}, TypeError, "unexpected parameter"),
+    ],
+)
+def test_get_loss_invalid_params(name, params, error, match):
+    with pytest.raises(error, match=match):
+        get_loss(name, **params)
+
+
+def test_get_loss_registry_and_callables():
+    with pytest.raises(ValueError, match=r"Unknown loss 'wasserstein'.*'energy', 'mse', 'sinkhorn', 'sliced'"):
+        get_loss("wasserstein")
+    with pytest.raises(ValueError, match="Unknown loss"):
+        get_loss(3)
+    assert set(LOSSES) == {"energy", "sliced", "sinkhorn", "mse"}
+    assert get_loss("energy") is energy_loss
+    x, y = torch.zeros(1, 2, 1), torch.ones(1, 3, 1)
+    assert_allclose(float(get_loss("energy", beta=1.5)(x, y)), float(energy_loss(x, y, beta=1.5)))
+
+    def user_loss(x, y, x_weights=None, y_weights=None, *, scale=1.0):
+        return scale * (x.mean() - y.mean()) ** 2
+
+    assert get_loss(user_loss) is user_loss
+    assert_allclose(float(get_loss(user_loss, scale=2.0)(x, y)), 2.0)
+
+
+# --------------------------------------------------------------------------- module
+def test_measure_loss_call_conventions():
+    criterion = MeasureLoss("energy")
+    y_pred = torch.randn(2, 4, 2, requires_grad=True)
+    y_true = torch.randn(2, 6, 2, dtype=torch.float64)  # cast to y_pred's dtype
+    loss = criterion(y_pred, y_true)
+    loss.backward()
+    assert loss.shape == () and y_pred.grad is not None
+    w = torch.tensor([[1.0, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1]])
+    expected = energy_loss(y_pred, y_true, None, w)
+    for call in (
+        lambda: criterion(y_pred, y_true, None, w),
+        lambda: criterion(y_pred, y_true, true_weights=w),
+        lambda: criterion(y_pred, (y_true, w)),
+        lambda: criterion(y_pred, {"points": y_true, "weights": w}),
+        lambda: criterion((y_pred, None), {"points": y_true, "weights": w}),
+    ):
+        assert_allclose(call().item(), expected.item(), rtol=1e-6)
+    with pytest.raises(ValueError, match="once"):
+        criterion(y_pred, (y_true, w), true_weights=w)
+    with pytest.raises(ValueError, match="keys"):
+        criterion(y_pred, {"target": y_true})
+    assert "beta=1.5" in repr(MeasureLoss("energy", beta=1.5))
+    with pytest.raises(ValueError, match="Unknown loss"):
+        MeasureLoss("l2")
+
+
+def test_measure_loss_pickles():
+    import pickle
+
+    criterion = MeasureLoss("sliced", n_projections=4, generator=0)
+    x, y = torch.randn(1, 3, 2), torch.randn(1, 5, 2)
+    restored = pickle.loads(pickle.dumps(criterion))
+    assert restored(x, y).item() == criterion(x, y).item()
+
+
+def test_measure_loss_as_skorch_criterion():
+    skorch = pytest.importorskip("skorch")
+
+    class Pointwise(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, X):
+            return self.lin(X)
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(16, 5, 2)).astype(np.float32)
+    y = (2.0 * X + 1.0)[:, :4]
+    net = skorch.NeuralNetRegressor(
+        Pointwise, criterion=MeasureLoss, criterion__name="sliced", criterion__n_projections=8,
+        max_epochs=3, lr=0.05, batch_size=8, train_split=None, verbose=0,
+    )
+    net.fit(X, y)
+    losses = net.history[:, "train_loss"]
+    assert len(losses) == 3 and all(np.isfinite(losses))
+
+
+def test_gradient_descent_moves_cloud_toward_target():
+    gen = torch.Generator().manual_seed(0)
+    target = torch.randn(2, 30, 2, generator=gen) * 0.5 + torch.tensor([3.0, -2.0])
+    x = torch.randn(2, 20, 2, generator=gen).requires_grad_(True)
+    first = None
+    for _ in range(40):  # plain gradient descent; per-point gradients scale as 1 / n_points
+        x.grad = None
+        loss = energy_loss(x, target)
+        loss.backward()
+        with torch.no_grad():
+            x -= 0.5 * x.shape[1] * x.grad
+        first = loss.item() if first is None else first
+    final = energy_loss(x, target).item()
+    assert final < 0.5 * first
+    assert torch.allclose(x.detach().mean(1), target.mean(1), atol=0.5)
