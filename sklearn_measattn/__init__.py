@@ -12,8 +12,10 @@ Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`
 
 from . import datasets, metrics
 from .attention import kernel_attention
+from .estimator import MeasureTransformerRegressor
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
 from .metrics import get_scorer
+from .preprocessing import SymlogTransformer
 from .transformer import MeasureTransformer
 
 __version__ = "0.1.0"
@@ -22,6 +24,8 @@ __all__ = [
     "AttentionKernel",
     "KERNEL_NAMES",
     "MeasureTransformer",
+    "MeasureTransformerRegressor",
+    "SymlogTransformer",
     "datasets",
     "get_kernel",
     "get_scorer",

@@ -1,0 +1,495 @@
+"""MeasureTransformerRegressor: a scikit-learn estimator around a skorch net."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+from skorch import NeuralNetRegressor
+from skorch.callbacks import Callback, EarlyStopping, ProgressBar
+from skorch.dataset import ValidSplit
+from skorch.utils import to_tensor
+
+from ._validation import check_measures, check_n_features, check_positive, is_ragged
+from .attention import BACKENDS
+from .kernels import get_kernel
+from .losses import MeasureLoss, get_loss
+from .metrics import energy_distance
+from .preprocessing import SymlogTransformer
+from .transformer import MeasureTransformer
+
+__all__ = ["MeasureTransformerRegressor"]
+
+_NORMS = ("post", "pre")
+_FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_", "device_")
+
+
+class _MeasureNet(NeuralNetRegressor):
+    """skorch net whose batches are dicts ``{"X", "weights"?, "y_weights"?}``.
+
+    Input point weights go to the module and, with the target weights, to the
+    criterion; ``y_weights`` never reaches the module.
+    """
+
+    def infer(self, x, **fit_params):
+        if isinstance(x, dict) and "y_weights" in x:
+            x = {key: value for key, value in x.items() if key != "y_weights"}
+        return super().infer(x, **fit_params)
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        y_true = to_tensor(y_true, device=self.device)
+        pred_weights = true_weights = None
+        if isinstance(X, dict):
+            pred_weights = to_tensor(X["weights"], device=self.device) if "weights" in X else None
+            true_weights = to_tensor(X["y_weights"], device=self.device) if "y_weights" in X else None
+        return self.criterion_(y_pred, y_true, pred_weights, true_weights)
+
+
+class _StopOnNonFiniteLoss(Callback):
+    """Abort training at the first batch whose loss is NaN or infinite."""
+
+    def on_batch_end(self, net, batch=None, training=None, **kwargs):
+        key = "train_loss" if training else "valid_loss"
+        loss = net.history[-1, "batches", -1, key]
+        if not np.isfinite(loss):
+            raise FloatingPointError(
+                f"The training loss became {loss} at epoch {len(net.history)}. With heavy-tailed "
+                "data this usually means the attention or the loss overflowed on extreme points "
+                "(softmax attention on raw data is the typical cause). Use transform='symlog', a "
+                "slower-growing kernel ('log', 'sigmoid', 'poly'), or a smaller lr."
+            )
+
+
+class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
+    """Measure-to-measure regression with a kernel-attention transformer.
+
+    Each sample of ``X`` is an input ensemble (an empirical measure, shape
+    ``(n_points, n_features)``) and each sample of ``y`` its target ensemble.
+    A post-norm :class:`~sklearn_measattn.transformer.MeasureTransformer` maps
+    every input point to an output point, attending to the whole input measure
+    with the chosen attention kernel, and is trained with a distance between
+    the predicted and target ensembles (energy distance by default), so ``y``
+    need not be paired with ``X`` point by point, nor have as many points.
+    Training runs through a skorch ``NeuralNetRegressor`` (``net_``).
+
+    Parameters
+    ----------
+    kernel : str or callable, default="log"
+        Attention kernel: ``"softmax"``, ``"poly"``, ``"log"``, ``"sigmoid"``,
+        ``"softplus"`` or a callable log-weight ``g`` (see
+        :func:`~sklearn_measattn.kernels.get_kernel`). Slower-growing kernels
+        avoid ensemble collapse on heavy-tailed data.
+    kernel_params : dict, default=None
+        Kernel parameters, e.g. ``{"degree": 2}`` for ``"poly"``.
+    transform : None, "symlog" or transformer, default=None
+        Pointwise transform fitted on the points of ``X`` and (separately) of
+        ``y``, applied before training and inverted on the predictions.
+        ``"symlog"`` is :class:`~sklearn_measattn.preprocessing.SymlogTransformer`;
+        any scikit-learn transformer with ``inverse_transform`` works (it sees
+        the points as rows of a 2-D array).
+    d_model : int, default=64
+        Width of the hidden point features.
+    n_heads : int, default=4
+        Attention heads; must divide ``d_model``.
+    n_layers : int, default=2
+        Transformer blocks.
+    dim_feedforward : int, default=128
+        Hidden width of the feed-forward networks.
+    norm : {"post", "pre"}, default="post"
+        Post-norm blocks (LayerNorm after each residual) or pre-norm.
+    dropout : float, default=0.0
+        Dropout rate in [0, 1).
+    loss : str or callable, default="energy"
+        ``"energy"``, ``"sliced"``, ``"sinkhorn"``, ``"mse"`` (paired targets)
+        or a callable ``loss(y_pred, y_true, pred_weights, true_weights)``;
+        see :mod:`sklearn_measattn.losses`.
+    loss_params : dict, default=None
+        Keyword parameters of the loss, e.g. ``{"n_projections": 32}``.
+    lr : float, default=1e-3
+        Learning rate of AdamW.
+    weight_decay : float, default=0.0
+        AdamW weight decay.
+    batch_size : int, default=32
+        Measures per batch.
+    max_epochs : int, default=100
+        Training epochs (an upper bound with ``early_stopping``).
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the measures and stop when their
+        loss has not improved for ``patience`` epochs, keeping the best weights.
+    validation_fraction : float, default=0.1
+        Held-out fraction for early stopping, in (0, 1).
+    patience : int, default=5
+        Epochs without improvement before stopping.
+    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
+        ``"auto"`` uses CUDA when available.
+    attention_backend : str, default="auto"
+        See :func:`~sklearn_measattn.attention.kernel_attention`.
+    random_state : int, RandomState instance or None, default=None
+        Seeds weight initialisation, shuffling, dropout and the validation
+        split; an int gives identical predictions on CPU. The global torch
+        random state is left untouched.
+    verbose : int, default=0
+        0 is silent; 1 prints skorch's per-epoch table and a progress bar.
+    callbacks : list of skorch callbacks, default=None
+        Extra callbacks (e.g. ``skorch.callbacks.LRScheduler``,
+        ``Checkpoint``), as objects or ``(name, callback)`` pairs.
+
+    Attributes
+    ----------
+    net_ : skorch.NeuralNetRegressor
+        The trained net; ``net_.module_`` is the ``MeasureTransformer``.
+    history_ : skorch.History
+        Per-epoch (and per-batch) losses and timings.
+    n_features_in_ : int
+        Features per input point.
+    n_features_out_ : int
+        Features per target point.
+    transform_X_, transform_y_ : transformer or None
+        The fitted transforms of the input and target points.
+    device_ : str
+        The device the net was trained on.
+
+    Examples
+    --------
+    >>> from sklearn_measattn import MeasureTransformerRegressor
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> X, y = make_matrix_inverse(n_samples=16, n_points=32, tail="gaussian", random_state=0)
+    >>> model = MeasureTransformerRegressor(
+    ...     kernel="log", d_model=16, n_heads=2, n_layers=1, max_epochs=2, random_state=0
+    ... ).fit(X, y)
+    >>> model.predict(X[:2]).shape
+    (2, 32, 2)
+    >>> model.predict(X[:2, :10]).shape  # any number of points at inference
+    (2, 10, 2)
+    >>> score = model.score(X, y)  # negative energy distance, higher is better
+    """
+
+    def __init__(
+        self,
+        *,
+        kernel="log",
+        kernel_params=None,
+        transform=None,
+        d_model=64,
+        n_heads=4,
+        n_layers=2,
+        dim_feedforward=128,
+        norm="post",
+        dropout=0.0,
+        loss="energy",
+        loss_params=None,
+        lr=1e-3,
+        weight_decay=0.0,
+        batch_size=32,
+        max_epochs=100,
+        early_stopping=False,
+        validation_fraction=0.1,
+        patience=5,
+        device="auto",
+        attention_backend="auto",
+        random_state=None,
+        verbose=0,
+        callbacks=None,
+    ):
+        self.kernel = kernel
+        self.kernel_params = kernel_params
+        self.transform = transform
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.dim_feedforward = dim_feedforward
+        self.norm = norm
+        self.dropout = dropout
+        self.loss = loss
+        self.loss_params = loss_params
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.patience = patience
+        self.device = device
+        self.attention_backend = attention_backend
+        self.random_state = random_state
+        self.verbose = verbose
+        self.callbacks = callbacks
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.three_d_array = True
+        tags.input_tags.two_d_array = False
+        tags.target_tags.multi_output = True
+        tags.target_tags.single_output = False
+        tags.regressor_tags.poor_score = True
+        return tags
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Train the transformer to map each measure of ``X`` to that of ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures; a list of ``(n_points_i, n_features_in)`` arrays
+            is a ragged batch (padded internally, padding weighted 0).
+        y : array-like of shape (n_samples, n_points_out, n_features_out) or list
+            Target measures; ``n_points_out`` may differ from ``n_points``
+            (except with ``loss="mse"``).
+
+        Returns
+        -------
+        self : MeasureTransformerRegressor
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            On an invalid parameter (the message names it) or invalid data,
+            before any training.
+        FloatingPointError
+            When the training loss becomes non-finite; the estimator is then
+            left unfitted.
+        """
+        config = self._validate_params()
+        X, x_weights = check_measures(X, input_name="X")
+        y, y_weights = check_measures(y, input_name="y")
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(
+                f"X has {X.shape[0]} measures but y has {y.shape[0]}; each input measure needs "
+                "its target measure."
+            )
+        if self.loss == "mse" and X.shape[1] != y.shape[1]:
+            raise ValueError(
+                f"loss='mse' needs paired targets with as many points as the inputs, got "
+                f"{X.shape[1]} input and {y.shape[1]} target points per measure; use "
+                "loss='energy', 'sliced' or 'sinkhorn'."
+            )
+        if self.early_stopping and X.shape[0] * self.validation_fraction < 1:
+            raise ValueError(
+                f"early_stopping with validation_fraction={self.validation_fraction} holds out no "
+                f"measure of {X.shape[0]}; raise validation_fraction or pass more samples."
+            )
+
+        # A failed (re)fit leaves the estimator unfitted, never half-fitted.
+        for attribute in _FITTED_ATTRIBUTES:
+            self.__dict__.pop(attribute, None)
+        transform_X = self._make_transform()
+        transform_y = self._make_transform()
+        X_model = _fit_transform_points(transform_X, X, x_weights)
+        y_model = _fit_transform_points(transform_y, y, y_weights)
+        inputs = _as_batch(X_model, x_weights, y_weights)
+
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        net = self._build_net(X.shape[-1], y.shape[-1], config, seed)
+        devices = [config["device"]] if config["device"].startswith("cuda") else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            net.fit(inputs, y_model.astype(np.float32))
+
+        # Only now, after training succeeded, does the estimator become fitted.
+        self.net_ = net
+        self.transform_X_ = transform_X
+        self.transform_y_ = transform_y
+        self.n_features_in_ = X.shape[-1]
+        self.n_features_out_ = y.shape[-1]
+        self.device_ = config["device"]
+        return self
+
+    @property
+    def history_(self):
+        """The skorch ``History`` of the last fit (losses per epoch and batch)."""
+        check_is_fitted(self, "net_")
+        return self.net_.history
+
+    def predict(self, X):
+        """Predict the output measure of each input measure.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures; ``n_points`` may differ from the training data. A
+            list of 2-D arrays (ragged batch) gives a list of predictions.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples, n_points, n_features_out) or list
+            One output point per input point; a list of
+            ``(n_points_i, n_features_out)`` arrays for a list input.
+        """
+        check_is_fitted(self, "net_")
+        ragged = is_ragged(X)
+        X, x_weights = check_measures(X, input_name="X")
+        check_n_features(X, self.n_features_in_)
+        X_model = _transform_points(self.transform_X_, X, "transform")
+        with torch.no_grad():
+            y_model = self.net_.predict(_as_batch(X_model, x_weights, None)).astype(np.float64)
+        y_pred = _transform_points(self.transform_y_, y_model, "inverse_transform")
+        if ragged:
+            lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)
+            return [y_pred[i, :n] for i, n in enumerate(lengths)]
+        return y_pred
+
+    def score(self, X, y, sample_weight=None):
+        """Negative energy distance between predicted and target measures.
+
+        :class:`~sklearn.base.RegressorMixin`'s R^2 does not take 3-D targets;
+        higher is better, 0 is perfect.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures.
+        y : array-like of shape (n_samples, n_points_out, n_features_out) or list
+            Target measures.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the measures in the average.
+
+        Returns
+        -------
+        score : float
+            ``-energy_distance(y, self.predict(X))``.
+        """
+        return -energy_distance(y, self.predict(X), sample_weight=sample_weight)
+
+    # -------------------------------------------------------------- helpers
+    def _validate_params(self):
+        """Check every hyper-parameter, naming the bad one; return derived config."""
+        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
+            raise TypeError(f"kernel_params must be a dict or None, got {type(self.kernel_params).__name__}.")
+        try:
+            get_kernel(self.kernel, **(self.kernel_params or {}))
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"Invalid kernel={self.kernel!r} / kernel_params={self.kernel_params!r}: {exc}") from None
+        if self.loss_params is not None and not isinstance(self.loss_params, dict):
+            raise TypeError(f"loss_params must be a dict or None, got {type(self.loss_params).__name__}.")
+        try:
+            get_loss(self.loss, **(self.loss_params or {}))
+        except (ValueError, TypeError) as exc:
+            raise type(exc)(f"Invalid loss={self.loss!r} / loss_params={self.loss_params!r}: {exc}") from None
+        self._make_transform()
+        for name in ("d_model", "n_heads", "n_layers", "dim_feedforward", "batch_size", "max_epochs", "patience"):
+            check_positive(getattr(self, name), name, integer=True)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}.")
+        if self.norm not in _NORMS:
+            raise ValueError(f"norm must be 'post' or 'pre', got {self.norm!r}.")
+        dropout = check_positive(self.dropout, "dropout", allow_zero=True)
+        if dropout >= 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}.")
+        check_positive(self.lr, "lr")
+        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
+        if not isinstance(self.early_stopping, (bool, np.bool_)):
+            raise TypeError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
+        fraction = check_positive(self.validation_fraction, "validation_fraction")
+        if fraction >= 1:
+            raise ValueError(f"validation_fraction must be in (0, 1), got {self.validation_fraction!r}.")
+        if self.attention_backend not in BACKENDS:
+            raise ValueError(
+                f"attention_backend must be one of {', '.join(map(repr, BACKENDS))}, got {self.attention_backend!r}."
+            )
+        check_positive(self.verbose, "verbose", integer=True, allow_zero=True)
+        if self.callbacks is not None and not isinstance(self.callbacks, (list, tuple)):
+            raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(self.callbacks).__name__}.")
+        check_random_state(self.random_state)
+        return {"device": self._resolve_device()}
+
+    def _resolve_device(self):
+        device = self.device
+        if not isinstance(device, str) or not (device in ("auto", "cpu", "cuda") or device.startswith("cuda:")):
+            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}.")
+        if device == "auto":
+            return "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device!r} was requested but CUDA is not available on this machine "
+                f"(torch {torch.__version__}); use device='cpu' or device='auto'."
+            )
+        return device
+
+    def _make_transform(self):
+        transform = self.transform
+        if transform is None:
+            return None
+        if isinstance(transform, str):
+            if transform != "symlog":
+                raise ValueError(f"transform must be None, 'symlog' or a transformer object, got {transform!r}.")
+            return SymlogTransformer()
+        if not all(hasattr(transform, method) for method in ("fit", "transform", "inverse_transform")):
+            raise TypeError(
+                "transform must be None, 'symlog' or a transformer with fit, transform and "
+                f"inverse_transform methods, got {type(transform).__name__}."
+            )
+        return clone(transform)
+
+    def _build_net(self, n_features_in, n_features_out, config, seed):
+        callbacks = [("stop_on_non_finite_loss", _StopOnNonFiniteLoss())]
+        # User callbacks run before early stopping so they also see the last epoch.
+        for index, callback in enumerate(self.callbacks or []):
+            callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))
+        if self.early_stopping:
+            callbacks.append(
+                ("early_stopping", EarlyStopping(monitor="valid_loss", patience=self.patience, load_best=True))
+            )
+        if self.verbose:
+            callbacks.append(("progress_bar", ProgressBar()))
+        train_split = (
+            ValidSplit(self.validation_fraction, stratified=False, random_state=seed) if self.early_stopping else None
+        )
+        return _MeasureNet(
+            MeasureTransformer,
+            module__n_features_in=n_features_in,
+            module__n_features_out=n_features_out,
+            module__d_model=self.d_model,
+            module__n_heads=self.n_heads,
+            module__n_layers=self.n_layers,
+            module__dim_feedforward=self.dim_feedforward,
+            module__dropout=self.dropout,
+            module__kernel=self.kernel,
+            module__kernel_params=self.kernel_params,
+            module__norm_first=self.norm == "pre",
+            module__attention_backend=self.attention_backend,
+            criterion=MeasureLoss,
+            criterion__name=self.loss,
+            **{f"criterion__{key}": value for key, value in (self.loss_params or {}).items()},
+            optimizer=torch.optim.AdamW,
+            lr=self.lr,
+            optimizer__weight_decay=self.weight_decay,
+            batch_size=self.batch_size,
+            max_epochs=self.max_epochs,
+            train_split=train_split,
+            iterator_train__shuffle=True,
+            callbacks=callbacks,
+            device=config["device"],
+            verbose=self.verbose,
+        )
+
+
+def _as_batch(X, x_weights, y_weights):
+    """The dict of float32 arrays that skorch slices into batches."""
+    batch = {"X": X.astype(np.float32)}
+    if x_weights is not None:
+        batch["weights"] = x_weights.astype(np.float32)
+    if y_weights is not None:
+        batch["y_weights"] = y_weights.astype(np.float32)
+    return batch
+
+
+def _fit_transform_points(transformer, X, weights):
+    """Fit ``transformer`` on the real (positive-weight) points of ``X``; transform all."""
+    if transformer is None:
+        return X
+    points = X.reshape(-1, X.shape[-1]) if weights is None else X[weights > 0]
+    transformer.fit(points)
+    return _transform_points(transformer, X, "transform")
+
+
+def _transform_points(transformer, X, method):
+    if transformer is None:
+        return X
+    flat = getattr(transformer, method)(X.reshape(-1, X.shape[-1]))
+    return np.asarray(flat, dtype=np.float64).reshape(*X.shape[:2], -1)
