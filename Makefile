@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 
-.PHONY: install test run clean
+.PHONY: install install-docs test docs run clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,13 +14,22 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install --quiet -e ".[test]"
 	touch $@
 
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(PIP) install --quiet -e ".[test,docs]"
+	touch $@
+
 install: $(VENV)/.installed
+
+install-docs: $(VENV)/.installed-docs
 
 test: install
 	$(PY) -m pytest tests sklearn_measattn
+
+docs: install-docs
+	$(MAKE) -C docs html PYTHON=$(abspath $(PY))
 
 run: install
 	$(PY) examples/plot_quickstart.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache docs/_build docs/auto_examples docs/generated
