@@ -25,7 +25,12 @@ _FLOAT_DTYPES = (np.float64, np.float32)
 
 def is_ragged(X) -> bool:
     """Whether ``X`` is a list/tuple of 2-D measures (rather than a 3-D array)."""
-    return isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(x) == 2 for x in X)
+    if not (isinstance(X, (list, tuple)) and len(X) > 0):
+        return False
+    try:
+        return all(np.ndim(x) == 2 for x in X)
+    except (ValueError, TypeError):  # inhomogeneous nesting: not a list of 2-D arrays
+        return False
 
 
 def _reject_bad_dtype(X, input_name):

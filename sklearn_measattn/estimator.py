@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
@@ -26,6 +27,32 @@ __all__ = ["MeasureTransformerRegressor"]
 
 _NORMS = ("post", "pre")
 _FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_", "device_")
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+_VERSION_KEY = "_sklearn_measattn_version"
+
+
+def _package_version():
+    # Imported lazily: the package __init__ imports this module before defining __version__.
+    from . import __version__
+
+    return __version__
+
+
+def _major_minor(version):
+    parts = str(version).split(".")
+    return tuple(parts[:2])
+
+
+def _check_float32_range(X, input_name, transform):
+    """The net runs in float32: reject values it would turn into inf, before it does."""
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    if largest > _FLOAT32_MAX:
+        where = f"after transform={transform!r}, " if transform is not None else ""
+        raise ValueError(
+            f"{input_name} has values of magnitude up to {largest:.3g} {where}beyond the float32 range "
+            f"({_FLOAT32_MAX:.3g}) the network computes in. Use transform='symlog' (it maps 1e300 to "
+            "about 690) or rescale the data."
+        )
 
 
 class _MeasureNet(NeuralNetRegressor):
@@ -282,6 +309,8 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         transform_y = self._make_transform()
         X_model = _fit_transform_points(transform_X, X, x_weights)
         y_model = _fit_transform_points(transform_y, y, y_weights)
+        _check_float32_range(X_model, "X", self.transform)
+        _check_float32_range(y_model, "y", self.transform)
         inputs = _as_batch(X_model, x_weights, y_weights)
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
@@ -299,6 +328,41 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         self.n_features_out_ = y.shape[-1]
         self.device_ = config["device"]
         return self
+
+    # ---------------------------------------------------------- persistence
+    def __getstate__(self):
+        state = super().__getstate__()
+        state[_VERSION_KEY] = _package_version()
+        return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        saved = state.pop(_VERSION_KEY, None)
+        current = _package_version()
+        if saved is None:
+            warnings.warn(
+                f"This {type(self).__name__} was pickled without a sklearn_measattn version stamp "
+                f"(an unknown, older version); loading it with version {current} may fail or "
+                "give wrong predictions. Refit and save it again.",
+                UserWarning,
+                stacklevel=2,
+            )
+        elif _major_minor(saved) != _major_minor(current):
+            raise RuntimeError(
+                f"This {type(self).__name__} was saved with sklearn_measattn {saved}, but this is "
+                f"sklearn_measattn {current}; models are only loadable within the same major.minor "
+                f"version. Install sklearn_measattn=={saved} to load it, or refit the model."
+            )
+        super().__setstate__(state)
+        device = self.__dict__.get("device_")
+        if isinstance(device, str) and device.startswith("cuda") and not torch.cuda.is_available():
+            warnings.warn(
+                f"This {type(self).__name__} was trained on device {device!r}, but CUDA is not "
+                "available here; it was loaded on the CPU (device_='cpu').",
+                UserWarning,
+                stacklevel=2,
+            )
+            self.device_ = "cpu"
 
     @property
     def history_(self):
@@ -320,14 +384,31 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         y_pred : ndarray of shape (n_samples, n_points, n_features_out) or list
             One output point per input point; a list of
             ``(n_points_i, n_features_out)`` arrays for a list input.
+
+        Raises
+        ------
+        ValueError
+            On invalid measures (wrong rank, NaN/inf, empty, wrong
+            ``n_features``) or values beyond the float32 range of the network.
+        FloatingPointError
+            When the network's output is not finite (extreme inputs without
+            ``transform="symlog"``); NaN is never returned.
         """
         check_is_fitted(self, "net_")
         ragged = is_ragged(X)
         X, x_weights = check_measures(X, input_name="X")
         check_n_features(X, self.n_features_in_)
         X_model = _transform_points(self.transform_X_, X, "transform")
+        _check_float32_range(X_model, "X", self.transform)
         with torch.no_grad():
             y_model = self.net_.predict(_as_batch(X_model, x_weights, None)).astype(np.float64)
+        if not np.all(np.isfinite(y_model)):
+            raise FloatingPointError(
+                f"The network produced non-finite predictions for X (largest |value| "
+                f"{float(np.max(np.abs(X_model))):.3g} as the network sees it): the attention scores "
+                "or activations overflowed float32 on extreme points. Train with transform='symlog' "
+                "so that inputs reach the network on a logarithmic scale, or rescale the data."
+            )
         y_pred = _transform_points(self.transform_y_, y_model, "inverse_transform")
         if ragged:
             lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)

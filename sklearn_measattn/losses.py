@@ -155,9 +155,11 @@ def _dist_pow(sq, power):
     """
     if power == 2.0:
         return sq
-    positive = sq > 0
-    safe = torch.where(positive, sq, torch.ones_like(sq))
-    return torch.where(positive, safe.pow(power / 2.0), torch.zeros_like(sq))
+    # Mask exact zeros only: a NaN or inf distance (overflowed predictions) must
+    # propagate into the loss, where training stops on it, not be masked to 0.
+    zero = sq == 0
+    safe = torch.where(zero, torch.ones_like(sq), sq)
+    return torch.where(zero, torch.zeros_like(sq), safe.pow(power / 2.0))
 
 
 def _bilinear(a, D, b):

@@ -28,6 +28,7 @@ import copy
 import inspect
 import math
 import numbers
+import warnings
 
 import numpy as np
 import ot
@@ -35,6 +36,7 @@ import torch
 from joblib import Parallel, delayed
 from scipy.spatial.distance import cdist
 from scipy.stats import rankdata
+from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import make_scorer
 from sklearn.utils import check_random_state
 
@@ -172,6 +174,12 @@ def _wasserstein_one(x, a, y, b, p, method, reg, projections):
         cost = ot.sinkhorn2(
             a, b, M, reg, method="sinkhorn_stabilized", numItermax=5000, stopThr=1e-9, warn=True
         )
+        if not np.isfinite(float(cost)):
+            raise ValueError(
+                f"Sinkhorn returned a non-finite cost ({float(cost)}) for ground costs up to "
+                f"{float(M.max()):.3g} with reg={reg!r}; reg is absolute, in units of |x - y|^p. "
+                "Raise reg to the scale of the costs, or use method='exact'."
+            )
     return float(max(float(cost), 0.0) ** (1.0 / p))
 
 
@@ -508,7 +516,9 @@ def spread_ratio(
     ensemble is as spread out as its target, near 0 when its particles have
     collapsed onto a point, above 1 when it is too dispersed. Samples whose
     target spread is 0 (a single point, or all points equal) get ``nan`` and are
-    left out of the average.
+    left out of the average, with an
+    :class:`~sklearn.exceptions.UndefinedMetricWarning` (so a ``nan`` result is
+    never silent).
 
     Parameters
     ----------
@@ -552,6 +562,15 @@ def spread_ratio(
     ratio = np.full(len(y_true), np.nan)
     ok = s_true > 0
     ratio[ok] = s_pred[ok] / s_true[ok]
+    if not np.all(ok):
+        bad = np.flatnonzero(~ok)[:5].tolist()
+        what = "every sample, so the result is nan" if not np.any(ok) else "them, left out of the average"
+        warnings.warn(
+            f"spread_ratio is undefined for sample(s) {bad}: their target spread is 0 (a single "
+            f"point, or all points equal); the ratio is nan for {what}.",
+            UndefinedMetricWarning,
+            stacklevel=2,
+        )
     return _aggregate(ratio, sw, multioutput)
 
 
