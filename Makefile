@@ -29,7 +29,7 @@ docs: install-docs
 	$(MAKE) -C docs html PYTHON=$(abspath $(PY))
 
 run: install
-	$(PY) examples/plot_quickstart.py
+	$(PY) -m sklearn_measattn compare
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache docs/_build docs/auto_examples docs/generated
