@@ -331,7 +331,7 @@ def ess_table(kernels, tails, tail_index, n_points, *, n_features=2, n_measures=
                 tail_index=tail_index, condition=1.0, random_state=seed,
             )
             for kernel in kernels:
-                ess = attention_ess(X, kernel, n_draws=n_draws, random_state=seed)
+                ess = attention_ess(X, kernel, n_draws=n_draws, max_queries=256, random_state=seed)
                 rows.append({
                     "kernel": kernel, "tail": tail,
                     "tail_index": tail_index if tail != "gaussian" else math.nan,

@@ -709,6 +709,7 @@ def attention_ess(
     n_draws=1,
     weights=None,
     per_query=False,
+    max_queries=None,
     random_state=None,
 ):
     r"""Attention-level collapse: effective sample size of kernel attention weights.
@@ -751,6 +752,12 @@ def attention_ess(
     per_query : bool, default=False
         If True return the per-query fractions (``nan`` at absent points);
         otherwise average over queries with the point weights ``a_i``.
+    max_queries : int, default=None
+        Evaluate the ESS of at most this many queries per measure, drawn at
+        random among the present points (each against all keys), which keeps
+        large ``n_points`` cheap: the average over queries is then an unbiased
+        estimate. ``None`` uses every query. With ``per_query=True`` the
+        queries not drawn are ``nan``.
     random_state : int, RandomState instance or None, default=None
         Seeds the random projections.
 
@@ -804,14 +811,24 @@ def attention_ess(
     log_a = torch.where(at > 0, torch.log(torch.clamp(at, min=1e-300)), torch.full_like(at, -math.inf))
     present = at > 0
     base_ess = 1.0 / (at * at).sum(dim=1)  # (n_samples,)
-    frac = torch.zeros(n_samples, n_points, dtype=torch.float64)
+    max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
+    query_sets = [np.flatnonzero(a[i] > 0) for i in range(n_samples)]
+    if max_queries is not None:
+        query_rng = check_random_state(random_state)
+        query_sets = [
+            np.sort(query_rng.choice(q, max_queries, replace=False)) if len(q) > max_queries else q
+            for q in query_sets
+        ]
+    frac = torch.full((n_samples, n_points), math.nan, dtype=torch.float64)
+    for i, queries in enumerate(query_sets):
+        frac[i, queries] = 0.0
     with torch.no_grad():
         for Wq, Wk in draws:
             Wq_t = torch.as_tensor(Wq, dtype=torch.float64)
             Wk_t = torch.as_tensor(Wk, dtype=torch.float64)
             scale = 1.0 / math.sqrt(Wq_t.shape[1])
-            for i in range(n_samples):
-                S = (Xt[i] @ Wq_t) @ (Xt[i] @ Wk_t).T * scale
+            for i, queries in enumerate(query_sets):
+                S = (Xt[i, queries] @ Wq_t) @ (Xt[i] @ Wk_t).T * scale
                 logits = kernel_obj.log_weight(S) + log_a[i][None, :]
                 # Floor the logits 300 below each row's max: weights under e^-300
                 # change 1 / sum w^2 by nothing measurable, and without the floor
@@ -820,11 +837,13 @@ def attention_ess(
                 logits = torch.where(present[i][None, :], torch.maximum(logits, floor), logits)
                 attn = torch.softmax(logits, dim=-1)
                 ess = 1.0 / (attn * attn).sum(dim=-1)
-                frac[i] += ess / base_ess[i]
+                frac[i, queries] += ess / base_ess[i]
     frac = (frac / len(draws)).numpy()
     if per_query:
-        return np.where(a > 0, frac, np.nan)
-    return np.sum(a * frac, axis=1)
+        return frac
+    drawn = np.isfinite(frac)
+    query_weights = np.where(drawn, a, 0.0)
+    return np.sum(query_weights * np.where(drawn, frac, 0.0), axis=1) / query_weights.sum(axis=1)
 
 
 # --------------------------------------------------------------------------- #

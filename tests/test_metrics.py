@@ -360,3 +360,14 @@ def test_invalid_input_raises_value_error(call, match):
     a, b = _good()
     with pytest.raises(ValueError, match=match):
         call(a, b)
+
+
+def test_attention_ess_max_queries_subsamples_queries():
+    X = np.random.default_rng(3).normal(size=(2, 600, 2))
+    full = attention_ess(X, "log", random_state=0)
+    sub = attention_ess(X, "log", max_queries=200, random_state=0)
+    np.testing.assert_allclose(sub, full, rtol=0.05)
+    per_query = attention_ess(X, "log", max_queries=200, per_query=True, random_state=0)
+    assert np.isfinite(per_query).sum(axis=1).tolist() == [200, 200]
+    with pytest.raises(ValueError, match="max_queries"):
+        attention_ess(X, "log", max_queries=0)
