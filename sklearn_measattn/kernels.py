@@ -18,7 +18,129 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-__all__ = ["AttentionKernel", "get_kernel", "KERNEL_NAMES"]
+__all__ = ["AttentionKernel", "KappaFactorization", "get_kernel", "KERNEL_NAMES"]
+
+
+class KappaFactorization:
+    """Closed forms that let attention compute ``kappa`` with one ``exp`` per score.
+
+    A kernel with a factorisation writes
+
+        kappa(s)  = exp(min(s, 0)) * phi(s),
+        kappa'(s) = exp(min(s, 0)) * psi(s),
+
+    with ``phi`` bounded below by a positive constant and neither factor
+    overflowing for ``|s| <= 1e4``. The chunked backend then takes the
+    exponential part through a (fused, vectorised) softmax of ``min(s, 0) + log w``
+    and multiplies by ``phi``, instead of evaluating ``exp(g(s) - lse)`` with
+    ``g = log kappa``: this saves one or two transcendental functions per score,
+    and ``psi`` replaces the autograd derivative of ``g`` in backward
+    (``kappa'/kappa = psi/phi = g'``).
+
+    Subclasses implement the in-place methods :meth:`phi_` and :meth:`phi_psi_`,
+    which may overwrite their argument (a scratch buffer of scores); the
+    out-of-place :meth:`phi`, :meth:`psi` and :meth:`derivative` are for tests and
+    documentation.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_measattn.kernels import get_kernel
+    >>> factorization = get_kernel("poly").factorization  # kappa(s) = 1 + s for s >= 0
+    >>> s = torch.tensor([-1.0, 0.0, 3.0])
+    >>> factorization.phi(s)
+    tensor([1., 1., 4.])
+    >>> bool(torch.allclose(torch.exp(torch.clamp(s, max=0)) * factorization.phi(s), get_kernel("poly").kappa(s)))
+    True
+    """
+
+    def phi_(self, s):
+        """Return ``phi(s)``, possibly overwriting ``s``."""
+        raise NotImplementedError
+
+    def phi_psi_(self, s):
+        """Return ``(phi(s), psi(s))``, possibly overwriting ``s``; ``psi`` may be
+        ``None``, meaning ``psi == 1`` (no multiplication needed)."""
+        raise NotImplementedError
+
+    def phi(self, s):
+        return self.phi_(s.clone())
+
+    def psi(self, s):
+        psi = self.phi_psi_(s.clone())[1]
+        return torch.ones_like(s) if psi is None else psi
+
+    def derivative(self, s):
+        """``g'(s) = psi(s) / phi(s)``."""
+        phi, psi = self.phi_psi_(s.clone())
+        return phi.reciprocal() if psi is None else psi / phi
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class _PolyFactorization(KappaFactorization):
+    """``phi = (1 + r/p)^p``, ``psi = (1 + r/p)^(p-1)``, ``r = max(s, 0)``, for an
+    integer degree ``p`` in 1..4 (products only; no overflow at ``s = 1e4``)."""
+
+    def __init__(self, degree):
+        self.degree = int(degree)
+
+    def phi_(self, s):
+        base = s.relu_()
+        if self.degree == 1:
+            return base.add_(1.0)
+        base.mul_(1.0 / self.degree).add_(1.0)
+        return base.pow_(self.degree)
+
+    def phi_psi_(self, s):
+        base = s.relu_()
+        if self.degree == 1:
+            return base.add_(1.0), None
+        base.mul_(1.0 / self.degree).add_(1.0)
+        psi = base.pow(self.degree - 1) if self.degree > 2 else base.clone()
+        return base.mul_(psi) if self.degree > 2 else base.square_(), psi
+
+    def __repr__(self):
+        return f"_PolyFactorization(degree={self.degree})"
+
+
+class _LogFactorization(KappaFactorization):
+    """``phi = 1 + log(1 + r)``, ``psi = 1 / (1 + r)``, ``r = max(s, 0)``.
+
+    ``log(1 + r)`` rather than ``log1p``: ``phi >= 1``, so the absolute rounding of
+    ``1 + r`` is a relative error of ``phi`` of the order of machine epsilon.
+    """
+
+    def phi_(self, s):
+        return s.relu_().add_(1.0).log_().add_(1.0)
+
+    def phi_psi_(self, s):
+        one_plus_r = s.relu_().add_(1.0)
+        psi = torch.reciprocal(one_plus_r)
+        return one_plus_r.log_().add_(1.0), psi
+
+
+class _SoftplusFactorization(KappaFactorization):
+    """``t = exp(-|s|)``: ``phi = log1p(t) / t`` (``s < 0``) or ``s + log1p(t)``
+    (``s >= 0``); ``psi = 1 / (1 + t)``. ``t`` is clamped at ``1e-20`` (where
+    ``log1p(t)/t == 1`` and ``log1p(t) << s`` to working precision) so the
+    unused branch of ``phi`` never divides by zero."""
+
+    def phi_(self, s):
+        return self._phi(s)[0]
+
+    def phi_psi_(self, s):
+        phi, t = self._phi(s)
+        return phi, t.add_(1.0).reciprocal_()
+
+    @staticmethod
+    def _phi(s):
+        negative = s < 0
+        t = torch.abs(s).neg_().exp_().clamp_(min=1e-20)
+        log1p_t = torch.log1p(t)
+        phi = torch.where(negative, log1p_t / t, s.relu_().add_(log1p_t))
+        return phi, t
 
 
 @dataclass(frozen=True)
@@ -48,6 +170,14 @@ class AttentionKernel:
         linearly in ``y``: they converge for ``alpha > min_tail_index``.
         ``inf`` for softmax (no polynomial tail is integrable), ``None`` when
         unknown (user kernels).
+    derivative : callable or None
+        Closed-form ``g'(s)``, elementwise; used by the chunked backward instead of
+        differentiating ``log_weight`` with autograd. ``None`` (user kernels):
+        autograd is used.
+    factorization : KappaFactorization or None
+        Optional closed forms ``kappa(s) = exp(min(s, 0)) phi(s)`` and
+        ``kappa'(s) = exp(min(s, 0)) psi(s)`` with which the chunked backend needs
+        one exponential per score; see :class:`KappaFactorization`.
 
     Examples
     --------
@@ -65,6 +195,8 @@ class AttentionKernel:
     params: dict = field(default_factory=dict)
     growth: str = "user"
     min_tail_index: float | None = None
+    derivative: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
+    factorization: KappaFactorization | None = field(default=None, repr=False)
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         """Return ``g(scores)``, the log-weights."""
@@ -122,6 +254,36 @@ def _g_softplus(s):
     return torch.where(s < 0, negative, positive)
 
 
+def _d_softmax(s):
+    return torch.ones_like(s)
+
+
+class _PolyDerivative:
+    """``g'`` of the poly kernel: 1 below 0, ``1 / (1 + s/p)`` above."""
+
+    def __init__(self, degree):
+        self.degree = degree
+
+    def __call__(self, s):
+        return torch.reciprocal(F.relu(s) / self.degree + 1.0)
+
+    def __repr__(self):
+        return f"poly_derivative(degree={self.degree:g})"
+
+
+def _d_log(s):
+    one_plus_r = F.relu(s) + 1.0
+    return torch.reciprocal(one_plus_r * (torch.log(one_plus_r) + 1.0))
+
+
+def _d_sigmoid(s):
+    return torch.sigmoid(-s)
+
+
+def _d_softplus(s):
+    return _SoftplusFactorization().derivative(s)
+
+
 def _check_degree(degree):
     if isinstance(degree, bool) or not isinstance(degree, numbers.Real):
         raise TypeError(
@@ -139,24 +301,33 @@ def _check_degree(degree):
 
 
 def _build_softmax():
-    return AttentionKernel("softmax", _g_softmax, {}, "exponential", math.inf)
+    return AttentionKernel("softmax", _g_softmax, {}, "exponential", math.inf, _d_softmax)
 
 
 def _build_poly(degree=1.0):
     degree = _check_degree(degree)
-    return AttentionKernel("poly", _PolyLogWeight(degree), {"degree": degree}, "polynomial", degree + 1.0)
+    # Integer degrees up to 4 get the one-exp factorisation (1 + r/p)^p by
+    # products; other degrees go through g = p log1p(r/p) (a pow would cost a log
+    # and an exp, and large degrees would overflow (1 + 1e4/p)^p).
+    factorization = _PolyFactorization(degree) if degree in (1.0, 2.0, 3.0, 4.0) else None
+    return AttentionKernel(
+        "poly", _PolyLogWeight(degree), {"degree": degree}, "polynomial", degree + 1.0,
+        _PolyDerivative(degree), factorization,
+    )
 
 
 def _build_log():
-    return AttentionKernel("log", _g_log, {}, "logarithmic", 1.0)
+    return AttentionKernel("log", _g_log, {}, "logarithmic", 1.0, _d_log, _LogFactorization())
 
 
 def _build_sigmoid():
-    return AttentionKernel("sigmoid", _g_sigmoid, {}, "bounded", 1.0)
+    # No factorisation: softmax(logsigmoid(s)) with g' = sigmoid(-s) measured faster
+    # than exp(min(s, 0)) / (1 + exp(-|s|)) (two exps and more passes).
+    return AttentionKernel("sigmoid", _g_sigmoid, {}, "bounded", 1.0, _d_sigmoid)
 
 
 def _build_softplus():
-    return AttentionKernel("softplus", _g_softplus, {}, "linear", 2.0)
+    return AttentionKernel("softplus", _g_softplus, {}, "linear", 2.0, _d_softplus, _SoftplusFactorization())
 
 
 _REGISTRY = {

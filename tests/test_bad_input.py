@@ -534,11 +534,6 @@ def test_bad_input(name, call, expect):
     assert _finite(result), f"{name}: returned non-finite values silently: {result!r}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="attention.py: kernel_attention does not reject non-finite q/k/v (returns NaN); "
-    "see the report -- _check_qkv should raise ValueError.",
-)
 @pytest.mark.parametrize("which", ["q", "k", "v"])
 def test_kernel_attention_rejects_non_finite(which):
     q, k, v = _qkv()

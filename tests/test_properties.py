@@ -19,7 +19,9 @@ from sklearn_measattn.preprocessing import inverse_symlog, symlog
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-finite64 = st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False)
+# Subnormal inputs are excluded: symlog(5e-324, scale=2) underflows to 0, so signs
+# (and relative round-trip error) are only defined on normal floats.
+finite64 = st.floats(-1e300, 1e300, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 scales = st.floats(1e-3, 1e3)
 
 

@@ -1,0 +1,153 @@
+"""Forward+backward time of kernel attention against SDPA softmax, as ratios.
+
+For every shape, SDPA softmax (:func:`torch.nn.functional.scaled_dot_product_attention`)
+and each (kernel, backend) pair run forward+backward in an interleaved loop, so
+that load from other processes hits them alike; the table reports the median
+time of each and the ratio ``median(kernel) / median(SDPA)`` measured in this one
+process run. The naive backend is skipped where its N x N score matrix (and the
+copies its backward keeps) would not fit comfortably in memory.
+
+Usage::
+
+    python benchmarks/attention_speed.py --quick                 # N = 1024, 4096; a few minutes on CPU
+    python benchmarks/attention_speed.py                         # N = 1024, 4096, 16384; d_head 16, 32
+    python benchmarks/attention_speed.py --n 4096 --d-head 32 --kernels poly log --backends chunked
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+from sklearn_measattn.attention import kernel_attention
+from sklearn_measattn.kernels import KERNEL_NAMES
+
+# Largest N x N float32 matrices (summed over batch x heads) the naive backend
+# may build: it keeps about four of them alive in backward.
+NAIVE_MAX_ELEMENTS = 2**31 // 4  # 2 GiB of float32 per matrix
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _step(fn, q, k, v, grad_out):
+    """One forward+backward; returns seconds."""
+    _sync(q.device)
+    start = time.perf_counter()
+    out = fn(q, k, v)
+    torch.autograd.backward(out, grad_out)
+    _sync(q.device)
+    elapsed = time.perf_counter() - start
+    q.grad = k.grad = v.grad = None
+    return elapsed
+
+
+def backends_for(device, requested):
+    names = []
+    for backend in requested:
+        if backend == "flex" and device.type != "cuda":
+            continue  # FlexAttention has no backward on CPU
+        names.append(backend)
+    return names
+
+
+def run_shape(n, d_head, batch, heads, kernels, backends, repeats, warmup, device, dtype, chunk_size=None, seed=0):
+    """Return ``{label: [seconds, ...]}`` for SDPA and each (kernel, backend)."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    q, k, v, grad_out = (
+        torch.randn(batch, heads, n, d_head, generator=generator).to(device=device, dtype=dtype) for _ in range(4)
+    )
+    for t in (q, k, v):
+        t.requires_grad_(True)
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    runs = {("softmax", "sdpa"): sdpa}
+    for kernel in kernels:
+        for backend in backends:
+            if backend == "naive" and batch * heads * n * n > NAIVE_MAX_ELEMENTS:
+                continue
+            runs[(kernel, backend)] = (
+                lambda q, k, v, kernel=kernel, backend=backend: kernel_attention(
+                    q, k, v, kernel, backend=backend, chunk_size=chunk_size if backend == "chunked" else None
+                )
+            )
+    times = {label: [] for label in runs}
+    first = {}
+    for label, fn in runs.items():  # warm-up (and compile, for flex): timed separately
+        first[label] = _step(fn, q, k, v, grad_out)
+        for _ in range(warmup - 1):
+            _step(fn, q, k, v, grad_out)
+    for _ in range(repeats):
+        for label, fn in runs.items():
+            if label != ("softmax", "sdpa"):
+                times[("softmax", "sdpa")].append(_step(sdpa, q, k, v, grad_out))
+            times[label].append(_step(fn, q, k, v, grad_out))
+    return times, first
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, nargs="+", default=None, help="point counts N (default 1024 4096 16384)")
+    parser.add_argument("--d-head", type=int, nargs="+", default=[16, 32])
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--kernels", nargs="+", default=list(KERNEL_NAMES), choices=KERNEL_NAMES)
+    parser.add_argument("--backends", nargs="+", default=["chunked", "naive", "flex"],
+                        choices=["chunked", "naive", "flex", "auto"])
+    parser.add_argument("--repeats", type=int, default=None, help="timed repeats per shape (default 5, --quick 3)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--chunk-size", type=int, default=None, help="chunked backend's queries per block")
+    parser.add_argument("--quick", action="store_true", help="N = 1024 4096, 3 repeats, no naive above N = 4096")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    args = parser.parse_args(argv)
+
+    ns = args.n or ([1024, 4096] if args.quick else [1024, 4096, 16384])
+    repeats = args.repeats or (3 if args.quick else 5)
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype)
+    backends = backends_for(device, args.backends)
+
+    print(f"# attention_speed: torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, "
+          f"python {platform.python_version()}, {args.dtype}")
+    print(f"# batch={args.batch} heads={args.heads}; forward+backward; median of {repeats} interleaved repeats; "
+          "ratio = median(kernel) / median(SDPA softmax) in this run")
+    print(f"# command: {' '.join([sys.executable.rsplit('/', 1)[-1], *sys.argv])}")
+    header = f"| {'N':>6} | {'d':>3} | {'kernel':<8} | {'backend':<7} | {'median ms':>10} | {'SDPA ms':>9} | {'ratio':>6} | {'1st call ms':>11} |"
+    print(header)
+    print("|" + "|".join("-" * (len(col)) for col in header.split("|")[1:-1]) + "|")
+    rows = []
+    for n in ns:
+        for d_head in args.d_head:
+            times, first = run_shape(n, d_head, args.batch, args.heads, args.kernels, backends, repeats,
+                                     args.warmup, device, dtype, args.chunk_size)
+            sdpa_ms = statistics.median(times[("softmax", "sdpa")]) * 1e3
+            for (kernel, backend), values in times.items():
+                ms = statistics.median(values) * 1e3
+                ratio = ms / sdpa_ms
+                rows.append((n, d_head, kernel, backend, ratio))
+                print(f"| {n:>6} | {d_head:>3} | {kernel:<8} | {backend:<7} | {ms:>10.1f} | {sdpa_ms:>9.1f} | "
+                      f"{ratio:>6.2f} | {first[(kernel, backend)] * 1e3:>11.1f} |", flush=True)
+    measured = [r for r in rows if r[3] != "sdpa" and r[3] != "naive"]
+    if measured:
+        worst = max(measured, key=lambda r: r[4])
+        by_n = {}
+        for n, _, kernel, backend, ratio in measured:
+            by_n.setdefault(n, []).append(ratio)
+        per_n = ", ".join(f"N={n}: median {statistics.median(r):.2f}x, worst {max(r):.2f}x" for n, r in by_n.items())
+        print(f"summary: kernel/SDPA forward+backward ratio ({'/'.join(backends)} minus naive) {per_n}; "
+              f"worst {worst[4]:.2f}x ({worst[2]}, {worst[3]}, N={worst[0]}, d={worst[1]})")
+
+
+if __name__ == "__main__":
+    main()
