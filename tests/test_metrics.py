@@ -371,3 +371,32 @@ def test_attention_ess_max_queries_subsamples_queries():
     assert np.isfinite(per_query).sum(axis=1).tolist() == [200, 200]
     with pytest.raises(ValueError, match="max_queries"):
         attention_ess(X, "log", max_queries=0)
+
+
+def test_energy_distance_blocks_match_one_block(monkeypatch):
+    """Row-blocked accumulation (O(n) memory) gives the value of the full matrices."""
+    import sklearn_measattn.metrics as metrics_module
+
+    rng = np.random.default_rng(5)
+    y_true, y_pred = rng.normal(size=(2, 300, 2)), rng.standard_t(2.0, size=(2, 250, 2))
+    weights = rng.uniform(0.1, 1.0, size=(2, 300))
+    full = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
+    monkeypatch.setattr(metrics_module, "_ENERGY_BLOCK_ELEMENTS", 1000)
+    blocked = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
+    np.testing.assert_allclose(blocked, full, rtol=1e-12)
+    assert full.min() > 0
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_sliced_sorting_shortcut_matches_pot_quantile_path(p):
+    """Equal-size uniform clouds take the sorting shortcut; a weight perturbed by
+    1e-12 forces POT's general path with the same projections."""
+    rng = np.random.default_rng(8)
+    y_true, y_pred = rng.normal(size=(2, 200, 3)), rng.standard_t(2.0, size=(2, 200, 3)) + 1.0
+    weights = np.ones((2, 200))
+    weights[:, 0] += 1e-12
+    shortcut = wasserstein_distance(y_true, y_pred, p=p, method="sliced", random_state=0, multioutput="raw_values")
+    general = wasserstein_distance(
+        y_true, y_pred, p=p, method="sliced", random_state=0, weights_true=weights, multioutput="raw_values"
+    )
+    np.testing.assert_allclose(shortcut, general, rtol=1e-9)
