@@ -35,8 +35,6 @@ def is_ragged(X) -> bool:
 
 def _reject_bad_dtype(X, input_name):
     dtype = getattr(X, "dtype", None)
-    if dtype is not None and dtype.kind in "OUSV" and not isinstance(X, np.ndarray):
-        return
     if dtype is not None and dtype.kind in "USV":
         raise TypeError(
             f"{input_name} has dtype {dtype} (strings/bytes); a batch of measures "
@@ -204,12 +202,12 @@ def check_point_weights(weights, shape, *, input_name="sample_weight", dtype=np.
     return arr
 
 
-def check_n_features(X, n_features_expected, *, input_name="X", what="was fitted with"):
+def check_n_features(X, n_features_expected, *, input_name="X"):
     """Raise a ``ValueError`` when the last axis of ``X`` has the wrong size."""
     if X.shape[-1] != n_features_expected:
         raise ValueError(
             f"{input_name} has {X.shape[-1]} features per point, but the estimator "
-            f"{what} {n_features_expected}. Pass measures with {n_features_expected} features."
+            f"was fitted with {n_features_expected}. Pass measures with {n_features_expected} features."
         )
 
 
