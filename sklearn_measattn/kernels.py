@@ -330,6 +330,26 @@ def _build_softplus():
     return AttentionKernel("softplus", _g_softplus, {}, "linear", 2.0, _d_softplus, _SoftplusFactorization())
 
 
+def _fused_kind(kernel):
+    """``(kind, parameter)`` of a built-in kernel for the fused CPU backend, or
+    ``None`` for kernels it cannot run (user callables). Decided by the identity
+    of ``log_weight``, so an ``AttentionKernel`` built by hand with a built-in
+    name but its own ``g`` is not mistaken for the built-in."""
+    from . import _fused
+
+    log_weight = kernel.log_weight
+    if log_weight is _g_softmax:
+        return _fused.KIND_SOFTMAX, 1.0
+    if isinstance(log_weight, _PolyLogWeight):
+        degree = float(log_weight.degree)
+        if degree in (1.0, 2.0, 3.0, 4.0):
+            return _fused.KIND_POLY_INT, degree
+        return _fused.KIND_POLY_REAL, degree
+    simple = {_g_log: _fused.KIND_LOG, _g_sigmoid: _fused.KIND_SIGMOID, _g_softplus: _fused.KIND_SOFTPLUS}
+    kind = simple.get(log_weight)
+    return None if kind is None else (kind, 1.0)
+
+
 _REGISTRY = {
     "softmax": (_build_softmax, ()),
     "poly": (_build_poly, ("degree",)),

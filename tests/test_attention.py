@@ -168,7 +168,7 @@ def test_invalid_tensors():
         kernel_attention(q, k, v[:, :, :5], "log")
     with pytest.raises(TypeError, match="torch.Tensor"):
         kernel_attention(q.detach().numpy(), k, v, "log")
-    assert set(BACKENDS) == {"auto", "sdpa", "flex", "chunked", "naive"}
+    assert set(BACKENDS) == {"auto", "sdpa", "flex", "fused", "chunked", "naive"}
 
 
 def test_flex_refuses_cpu_training():

@@ -1,0 +1,140 @@
+"""Build and load the fused CPU attention kernels (``_csrc/fused_attention.cpp``).
+
+The C++ source ships with the package and is compiled on first use with the
+machine's C++ compiler against the installed torch, into a cache directory;
+later processes load the cached library. Every failure (no compiler, a torch
+build without the BLAS symbol, a read-only cache) leaves the pure-PyTorch
+``"chunked"`` backend in charge, and :func:`fused_unavailable_reason` says why.
+
+Environment variables
+---------------------
+``MEASATTN_FUSED=0``
+    Never build or use the fused kernels (``backend="auto"`` then runs chunked).
+``MEASATTN_CACHE_DIR``
+    Where compiled libraries are kept; default ``$XDG_CACHE_HOME/sklearn_measattn``
+    or ``~/.cache/sklearn_measattn``.
+``CXX``
+    The C++ compiler (default ``c++``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).with_name("_csrc") / "fused_attention.cpp"
+# Keep in sync with the Kind enum of the C++ source.
+KIND_SOFTMAX, KIND_POLY_INT, KIND_POLY_REAL, KIND_LOG, KIND_SIGMOID, KIND_SOFTPLUS = range(6)
+# -fno-trapping-math lets the compiler if-convert the branch-free kernels into
+# vector selects; -march=native is safe because the cache key includes the CPU.
+_CFLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-std=c++20", "-fPIC", "-shared")
+
+_lock = threading.Lock()
+_state = {"loaded": False, "reason": None, "build_seconds": None}
+
+
+def fused_unavailable_reason():
+    """Return ``None`` when the fused kernels are loaded (building them if
+    needed), else a sentence saying why they cannot be used here."""
+    if _state["loaded"]:
+        return None
+    with _lock:
+        if not _state["loaded"] and _state["reason"] is None:
+            _state["reason"] = _load()
+    return _state["reason"]
+
+
+def build_seconds():
+    """Seconds this process spent compiling the library (``0.0`` when it came
+    from the cache, ``None`` before any load)."""
+    return _state["build_seconds"]
+
+
+def _load():
+    if os.environ.get("MEASATTN_FUSED", "1").strip() in ("0", "false", "False", "no"):
+        return "disabled by the environment variable MEASATTN_FUSED=0"
+    if not sys.platform.startswith("linux"):
+        return f"the fused CPU kernels are built on Linux only (this is {sys.platform})"
+    compiler = shutil.which(os.environ.get("CXX", "c++"))
+    if compiler is None:
+        return "no C++ compiler found (install g++ or set CXX) to build the fused CPU kernels"
+    try:
+        library = _library_path(compiler)
+        started = time.perf_counter()
+        if not library.exists():
+            _compile(compiler, library)
+            _state["build_seconds"] = time.perf_counter() - started
+            logger.info("built fused attention kernels in %.1f s: %s", _state["build_seconds"], library)
+        else:
+            _state["build_seconds"] = 0.0
+        torch.ops.load_library(str(library))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as error:
+        return f"building or loading the fused CPU kernels failed: {error}"
+    _state["loaded"] = True
+    return None
+
+
+def _cache_dir():
+    configured = os.environ.get("MEASATTN_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sklearn_measattn"
+
+
+def _cpu_signature():
+    """The CPU's feature flags (``-march=native`` code is only valid on such a CPU)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith(("flags", "Features")):
+                    return line
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _library_path(compiler):
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), torch.__version__.encode(), compiler.encode(), " ".join(_CFLAGS).encode(),
+                 _cpu_signature().encode()):
+        key.update(part)
+        key.update(b"\0")
+    return _cache_dir() / f"fused_attention_{key.hexdigest()[:16]}.so"
+
+
+def _compile(compiler, library):
+    from torch.utils import cpp_extension
+
+    library.parent.mkdir(parents=True, exist_ok=True)
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    includes = [f"-I{path}" for path in cpp_extension.include_paths()]
+    lib_dirs = cpp_extension.library_paths()
+    links = [f"-L{path}" for path in lib_dirs] + [f"-Wl,-rpath,{path}" for path in lib_dirs]
+    # Compile into a temporary name, then rename: concurrent processes (dask
+    # workers, pytest-xdist) may build at once, and a reader never sees half a file.
+    handle, partial = tempfile.mkstemp(suffix=".so", dir=library.parent)
+    os.close(handle)
+    command = [compiler, *_CFLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *includes, str(SOURCE), "-o", partial,
+               *links, "-lc10", "-ltorch_cpu"]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)}\n{result.stderr[-2000:]}")
+        os.replace(partial, library)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
