@@ -29,7 +29,8 @@ import torch
 
 from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
-from sklearn_measattn.kernels import KERNEL_NAMES
+from sklearn_measattn.attention import resolve_backend
+from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 
 TARGET = 1.3  # the target: a training epoch within 1.3x of softmax
 
@@ -92,6 +93,9 @@ def main(argv=None):
     print(f"# {rounds} round-robin rounds x {args.epochs} epochs per fit, first epoch of each fit dropped; "
           "median over kept epochs; ratio = median(kernel) / median(softmax) in this run")
     print(f"# command: {' '.join([sys.executable.rsplit('/', 1)[-1], *sys.argv])}")
+    probe = torch.zeros(1, 1, 1, 1, device=args.device)
+    resolved = {kernel: resolve_backend(args.backend, get_kernel(kernel), probe) for kernel in args.kernels}
+    print("# attention backend per kernel: " + ", ".join(f"{k} -> {b}" for k, b in resolved.items()))
 
     times = {kernel: [] for kernel in kernels}
     first = {kernel: [] for kernel in kernels}

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from . import _fused
 from .kernels import AttentionKernel, _fused_kind, get_kernel
 
-__all__ = ["kernel_attention", "BACKENDS"]
+__all__ = ["kernel_attention", "fused_status", "BACKENDS"]
 
 #: Accepted values of ``backend``.
 BACKENDS = ("auto", "sdpa", "flex", "fused", "chunked", "naive")
@@ -60,18 +60,24 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     weights : torch.Tensor of shape (batch, n_keys), optional
         Nonnegative per-point weights of the key measure (zero = point absent).
         Each measure needs a positive total. No gradient flows to the weights.
-    backend : {"auto", "sdpa", "flex", "chunked", "naive"}, default="auto"
+    backend : {"auto", "sdpa", "flex", "fused", "chunked", "naive"}, default="auto"
         ``"sdpa"``: :func:`torch.nn.functional.scaled_dot_product_attention`
         (softmax only; fused flash/memory-efficient kernels). ``"flex"``:
         compiled FlexAttention with ``score_mod = g`` (fused forward and
-        backward on CUDA; forward only on CPU). ``"chunked"``: query blocks in
-        an autograd function that recomputes scores in backward, so memory is
-        O(N * chunk) rather than O(N^2), on any device. ``"naive"``: the
-        materialised reference. ``"auto"`` picks sdpa for softmax, flex on CUDA
-        and chunked otherwise.
+        backward on CUDA; forward only on CPU). ``"fused"``: flash-style C++
+        kernels for the built-in kernels on float32 CPU tensors, compiled with
+        the machine's C++ compiler on first use (seconds, then cached; see
+        :ref:`gpu`); forward and backward in one pass over cache-sized tiles,
+        O(N * d) memory. ``"chunked"``: query blocks in an autograd function
+        that recomputes scores in backward, so memory is O(N * chunk) rather
+        than O(N^2), on any device, dtype and kernel (pure PyTorch).
+        ``"naive"``: the materialised reference. ``"auto"`` picks sdpa for
+        softmax, flex on CUDA, fused on CPU when it applies and builds, and
+        chunked otherwise.
     chunk_size : int, optional
-        Queries per block for ``"chunked"``; by default chosen so one block of
-        scores holds about 1M elements (at least 16 queries).
+        Queries per block for ``"chunked"`` (by default chosen so one block of
+        scores holds about 1M elements, at least 16 queries) and for ``"fused"``
+        (default 64).
 
     Returns
     -------
@@ -83,7 +89,11 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     ValueError
         On mismatched shapes, devices or dtypes, negative or all-zero weights,
         an unknown backend, or a backend that cannot run the request (e.g.
-        ``"sdpa"`` with a non-softmax kernel).
+        ``"sdpa"`` with a non-softmax kernel, ``"fused"`` with float64).
+    RuntimeError
+        If ``backend="fused"`` is requested where its kernels cannot be built
+        (no C++ compiler, or ``MEASATTN_FUSED=0``); ``"auto"`` falls back to
+        ``"chunked"`` instead.
 
     Examples
     --------
@@ -103,6 +113,32 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     backend = resolve_backend(backend, kernel, q)
     log_weights = None if weights is None else torch.log(weights)
     return _dispatch(q, k, v, kernel, log_weights, backend, chunk_size)
+
+
+def fused_status():
+    """Say whether the fused CPU backend can run here, building it if needed.
+
+    The first call in a process compiles the C++ kernels (or loads them from
+    the cache); ``backend="auto"`` does the same on its first CPU call.
+
+    Returns
+    -------
+    str
+        ``"available (compiled in ... s)"``, ``"available (loaded from the
+        cache)"`` or ``"unavailable: <reason>"``; when unavailable,
+        ``backend="auto"`` runs ``"chunked"`` (same numbers, slower).
+
+    Examples
+    --------
+    >>> from sklearn_measattn.attention import fused_status
+    >>> fused_status().split(" ")[0] in ("available", "unavailable:")
+    True
+    """
+    reason = _fused.fused_unavailable_reason()
+    if reason is not None:
+        return f"unavailable: {reason}"
+    seconds = _fused.build_seconds()
+    return f"available (compiled in {seconds:.1f} s)" if seconds else "available (loaded from the cache)"
 
 
 def resolve_backend(backend, kernel, tensor):

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sklearn_measattn import _fused, attention
-from sklearn_measattn.attention import kernel_attention, resolve_backend
+from sklearn_measattn.attention import fused_status, kernel_attention, resolve_backend
 from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 
 HAS_COMPILER = sys.platform.startswith("linux") and shutil.which("c++") is not None
@@ -128,6 +128,14 @@ def test_non_contiguous_inputs_and_single_thread():
 
 
 @needs_fused
+def test_repeated_runs_give_identical_bits():
+    q, k, v = make_inputs(n_queries=50, n_keys=80)
+    first, second = (run(q, k, v, "log", "fused", torch.float32) for _ in range(2))
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+@needs_fused
 def test_saves_no_quadratic_tensor():
     n = 256
     q, k, v = [t.requires_grad_(True) for t in make_inputs(batch=1, heads=1, n_queries=n, n_keys=n, d=4)]
@@ -169,6 +177,14 @@ def test_unavailable_build_falls_back_to_chunked(monkeypatch):
     assert resolve_backend("auto", get_kernel("log"), x32) == "chunked"
     with pytest.raises(RuntimeError, match=r"no C\+\+ compiler found.*backend='chunked'"):
         resolve_backend("fused", get_kernel("log"), x32)
+
+
+def test_fused_status_reports_availability(monkeypatch):
+    if HAS_COMPILER:
+        assert fused_status().startswith("available (")
+    monkeypatch.setitem(_fused._state, "loaded", False)
+    monkeypatch.setitem(_fused._state, "reason", "disabled by the environment variable MEASATTN_FUSED=0")
+    assert fused_status() == "unavailable: disabled by the environment variable MEASATTN_FUSED=0"
 
 
 def test_environment_variable_disables_the_build(tmp_path):
