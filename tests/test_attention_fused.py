@@ -128,6 +128,26 @@ def test_non_contiguous_inputs_and_single_thread():
 
 
 @needs_fused
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("with_weights", [False, True])
+def test_backward_split_over_query_tiles_when_few_heads(threads, with_weights):
+    """With fewer batch x heads than threads the backward splits query tiles
+    between threads (per-thread dK, dV summed after): same numbers."""
+    q, k, v = make_inputs(batch=1, heads=1, n_queries=100, n_keys=80)
+    weights = None
+    if with_weights:
+        weights = torch.rand(1, 80, generator=torch.Generator().manual_seed(5))
+        weights[:, :20] = 0.0
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        fused = run(q, k, v, "sigmoid", "fused", torch.float32, weights, chunk_size=16)
+    finally:
+        torch.set_num_threads(previous)
+    assert_matches(fused, run(q, k, v, "sigmoid", "naive", torch.float64, weights))
+
+
+@needs_fused
 def test_repeated_runs_give_identical_bits():
     q, k, v = make_inputs(n_queries=50, n_keys=80)
     first, second = (run(q, k, v, "log", "fused", torch.float32) for _ in range(2))

@@ -256,82 +256,124 @@ void forward_impl(const K& kern, const float* q, const float* k, const float* v,
   });
 }
 
+struct BackwardScratch {
+  std::vector<float> prob, slope, grad_score, delta;
+  BackwardScratch(int64_t q_block, int64_t k_block)
+      : prob(q_block * k_block), slope(q_block * k_block), grad_score(q_block * k_block),
+        delta(q_block) {}
+};
+
+// Gradients from one tile of queries (rows q0 .. q0 + rows of one batch x head):
+// its own dQ rows, and its contributions to dK, dV of every key, added to dkh, dvh.
+template <typename K>
+void backward_query_block(const K& kern, const float* qh, const float* kh, const float* vh,
+                          const float* lwp, const float* oh, const float* lh, const float* doh,
+                          float* dqh, float* dkh, float* dvh, const Shape& sh, float scale,
+                          int64_t q0, int64_t rows, int64_t k_block, BackwardScratch& scratch) {
+  float* delta = scratch.delta.data();
+  for (int64_t i = 0; i < rows; ++i) {  // delta_i = <dO_i, O_i>, the softmax backward's row term
+    float d = 0.0f;
+    for (int64_t c = 0; c < sh.dv; ++c) d += doh[(q0 + i) * sh.dv + c] * oh[(q0 + i) * sh.dv + c];
+    delta[i] = d;
+  }
+  for (int64_t k0 = 0; k0 < sh.n_k; k0 += k_block) {
+    const int64_t cols = std::min(k_block, sh.n_k - k0);
+    float* P = scratch.prob.data();
+    float* G = scratch.slope.data();
+    float* dS = scratch.grad_score.data();
+    gemm(false, true, rows, cols, sh.d, scale, qh + q0 * sh.d, sh.d, kh + k0 * sh.d, sh.d, 0.0f,
+         P, cols);
+    for (int64_t i = 0; i < rows; ++i) {  // P = exp(x + log w - L) phi, G = P g'
+      float* s = P + i * cols;
+      float* g = G + i * cols;
+      const float l = lh[q0 + i];
+      if (lwp == nullptr) {
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) {
+          const float sj = s[j];
+          const float e = fast_exp(kern.x(sj) - l);
+          s[j] = e * kern.phi(sj);
+          g[j] = e * kern.psi(sj);
+        }
+      } else {
+        const float* lwj = lwp + k0;
+#pragma omp simd
+        for (int64_t j = 0; j < cols; ++j) {
+          const float sj = s[j];
+          const float e = fast_exp(kern.x(sj) + lwj[j] - l);
+          s[j] = e * kern.phi(sj);
+          g[j] = e * kern.psi(sj);
+        }
+      }
+    }
+    // dV += P^T dO
+    gemm(true, false, cols, sh.dv, rows, 1.0f, P, cols, doh + q0 * sh.dv, sh.dv, 1.0f,
+         dvh + k0 * sh.dv, sh.dv);
+    // dP = dO V^T, then dS = (dP - delta) P g'
+    gemm(false, true, rows, cols, sh.dv, 1.0f, doh + q0 * sh.dv, sh.dv, vh + k0 * sh.dv, sh.dv,
+         0.0f, dS, cols);
+    for (int64_t i = 0; i < rows; ++i) {
+      float* ds = dS + i * cols;
+      const float* g = G + i * cols;
+      const float di = delta[i];
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j) ds[j] = (ds[j] - di) * g[j];
+    }
+    // dQ += scale dS K ; dK += scale dS^T Q
+    gemm(false, false, rows, sh.d, cols, scale, dS, cols, kh + k0 * sh.d, sh.d, 1.0f,
+         dqh + q0 * sh.d, sh.d);
+    gemm(true, false, cols, sh.d, rows, scale, dS, cols, qh + q0 * sh.d, sh.d, 1.0f,
+         dkh + k0 * sh.d, sh.d);
+  }
+}
+
+// Per-thread dK, dV copies are used only while they stay below this many floats
+// in all (256 MiB); above it the backward is parallel over batch x heads alone.
+constexpr int64_t kMaxPartialFloats = int64_t{64} << 20;
+
 template <typename K>
 void backward_impl(const K& kern, const float* q, const float* k, const float* v,
                    const float* lw, const float* out, const float* lse, const float* grad_out,
                    float* grad_q, float* grad_k, float* grad_v, const Shape& sh,
                    int64_t bh_count, float scale, int64_t q_block, int64_t k_block) {
-  at::parallel_for(0, bh_count, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> prob(q_block * k_block), slope(q_block * k_block),
-        grad_score(q_block * k_block), delta(q_block);
-    for (int64_t bh = begin; bh < end; ++bh) {
-      const float* qh = q + bh * sh.n_q * sh.d;
-      const float* kh = k + bh * sh.n_k * sh.d;
-      const float* vh = v + bh * sh.n_k * sh.dv;
-      const float* oh = out + bh * sh.n_q * sh.dv;
-      const float* doh = grad_out + bh * sh.n_q * sh.dv;
-      const float* lh = lse + bh * sh.n_q;
-      const float* lwp = lw == nullptr ? nullptr : lw + (bh / sh.heads) * sh.n_k;
-      float* dqh = grad_q + bh * sh.n_q * sh.d;
-      float* dkh = grad_k + bh * sh.n_k * sh.d;
-      float* dvh = grad_v + bh * sh.n_k * sh.dv;
-      for (int64_t q0 = 0; q0 < sh.n_q; q0 += q_block) {
-        const int64_t rows = std::min(q_block, sh.n_q - q0);
-        for (int64_t i = 0; i < rows; ++i) {
-          float d = 0.0f;
-          for (int64_t c = 0; c < sh.dv; ++c)
-            d += doh[(q0 + i) * sh.dv + c] * oh[(q0 + i) * sh.dv + c];
-          delta[i] = d;
-        }
-        for (int64_t k0 = 0; k0 < sh.n_k; k0 += k_block) {
-          const int64_t cols = std::min(k_block, sh.n_k - k0);
-          float* P = prob.data();
-          float* G = slope.data();
-          float* dS = grad_score.data();
-          gemm(false, true, rows, cols, sh.d, scale, qh + q0 * sh.d, sh.d, kh + k0 * sh.d,
-               sh.d, 0.0f, P, cols);
-          for (int64_t i = 0; i < rows; ++i) {
-            float* s = P + i * cols;
-            float* g = G + i * cols;
-            const float l = lh[q0 + i];
-            if (lwp == nullptr) {
-#pragma omp simd
-              for (int64_t j = 0; j < cols; ++j) {
-                const float sj = s[j];
-                const float e = fast_exp(kern.x(sj) - l);
-                s[j] = e * kern.phi(sj);
-                g[j] = e * kern.psi(sj);
-              }
-            } else {
-              const float* lwj = lwp + k0;
-#pragma omp simd
-              for (int64_t j = 0; j < cols; ++j) {
-                const float sj = s[j];
-                const float e = fast_exp(kern.x(sj) + lwj[j] - l);
-                s[j] = e * kern.phi(sj);
-                g[j] = e * kern.psi(sj);
-              }
-            }
-          }
-          // dV += P^T dO
-          gemm(true, false, cols, sh.dv, rows, 1.0f, P, cols, doh + q0 * sh.dv, sh.dv, 1.0f,
-               dvh + k0 * sh.dv, sh.dv);
-          // dP = dO V^T
-          gemm(false, true, rows, cols, sh.dv, 1.0f, doh + q0 * sh.dv, sh.dv, vh + k0 * sh.dv,
-               sh.dv, 0.0f, dS, cols);
-          for (int64_t i = 0; i < rows; ++i) {
-            float* ds = dS + i * cols;
-            const float* g = G + i * cols;
-            const float di = delta[i];
-#pragma omp simd
-            for (int64_t j = 0; j < cols; ++j) ds[j] = (ds[j] - di) * g[j];
-          }
-          // dQ += scale dS K ; dK += scale dS^T Q
-          gemm(false, false, rows, sh.d, cols, scale, dS, cols, kh + k0 * sh.d, sh.d, 1.0f,
-               dqh + q0 * sh.d, sh.d);
-          gemm(true, false, cols, sh.d, rows, scale, dS, cols, qh + q0 * sh.d, sh.d, 1.0f,
-               dkh + k0 * sh.d, sh.d);
-        }
+  auto run_block = [&](int64_t bh, int64_t q0, float* dk_base, float* dv_base,
+                       BackwardScratch& scratch) {
+    backward_query_block(kern, q + bh * sh.n_q * sh.d, k + bh * sh.n_k * sh.d,
+                         v + bh * sh.n_k * sh.dv,
+                         lw == nullptr ? nullptr : lw + (bh / sh.heads) * sh.n_k,
+                         out + bh * sh.n_q * sh.dv, lse + bh * sh.n_q,
+                         grad_out + bh * sh.n_q * sh.dv, grad_q + bh * sh.n_q * sh.d,
+                         dk_base + bh * sh.n_k * sh.d, dv_base + bh * sh.n_k * sh.dv, sh, scale, q0,
+                         std::min(q_block, sh.n_q - q0), k_block, scratch);
+  };
+  const int64_t n_q_blocks = (sh.n_q + q_block - 1) / q_block;
+  const int64_t threads = at::get_num_threads();
+  const int64_t grad_kv_floats = bh_count * sh.n_k * (sh.d + sh.dv);
+  if (bh_count >= threads || n_q_blocks < 2 || threads * grad_kv_floats > kMaxPartialFloats) {
+    // Each batch x head in one thread: dK and dV rows have a single writer.
+    at::parallel_for(0, bh_count, 1, [&](int64_t begin, int64_t end) {
+      BackwardScratch scratch(q_block, k_block);
+      for (int64_t bh = begin; bh < end; ++bh)
+        for (int64_t q0 = 0; q0 < sh.n_q; q0 += q_block) run_block(bh, q0, grad_k, grad_v, scratch);
+    });
+    return;
+  }
+  // Fewer batch x heads than threads: split the query tiles between threads, each
+  // adding into its own dK, dV copy, then sum the copies (in a fixed order).
+  std::vector<float> partial(threads * grad_kv_floats, 0.0f);
+  const int64_t dk_floats = bh_count * sh.n_k * sh.d;
+  at::parallel_for(0, bh_count * n_q_blocks, 1, [&](int64_t begin, int64_t end) {
+    BackwardScratch scratch(q_block, k_block);
+    float* mine = partial.data() + at::get_thread_num() * grad_kv_floats;
+    for (int64_t task = begin; task < end; ++task)
+      run_block(task / n_q_blocks, (task % n_q_blocks) * q_block, mine, mine + dk_floats, scratch);
+  });
+  at::parallel_for(0, grad_kv_floats, 4096, [&](int64_t begin, int64_t end) {
+    for (int64_t t = 0; t < threads; ++t) {
+      const float* src = partial.data() + t * grad_kv_floats;
+      for (int64_t i = begin; i < end; ++i) {
+        float* dst = i < dk_floats ? grad_k + i : grad_v + (i - dk_floats);
+        *dst += src[i];
       }
     }
   });
