@@ -16,7 +16,7 @@ from skorch.dataset import ValidSplit
 from skorch.utils import to_tensor
 
 from ._validation import check_measures, check_n_features, check_positive, is_ragged
-from .attention import BACKENDS
+from .attention import BACKENDS, resolve_backend
 from .kernels import get_kernel
 from .losses import MeasureLoss, get_loss
 from .metrics import energy_distance
@@ -153,8 +153,13 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         Epochs without improvement before stopping.
     device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
         ``"auto"`` uses CUDA when available.
-    attention_backend : str, default="auto"
-        See :func:`~sklearn_measattn.attention.kernel_attention`.
+    attention_backend : {"auto", "sdpa", "flex", "fused", "chunked", "naive"}, default="auto"
+        How attention is computed, see
+        :func:`~sklearn_measattn.attention.kernel_attention` and :ref:`gpu`.
+        ``"auto"``: SDPA for softmax, FlexAttention on CUDA, the fused C++
+        kernels on CPU (compiled on first use), else ``"chunked"``. A backend
+        that cannot run the kernel on the chosen device raises ``ValueError``
+        in ``fit`` before training.
     random_state : int, RandomState instance or None, default=None
         Seeds weight initialisation, shuffling, dropout and the validation
         split; an int gives identical predictions on CPU. The global torch
@@ -477,7 +482,15 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         if self.callbacks is not None and not isinstance(self.callbacks, (list, tuple)):
             raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(self.callbacks).__name__}.")
         check_random_state(self.random_state)
-        return {"device": self._resolve_device()}
+        device = self._resolve_device()
+        # A backend that cannot run this kernel on this device (sdpa with log,
+        # fused on CUDA) fails here, before any training, not at the first batch.
+        probe = torch.empty(0, device=device)  # the network trains in float32
+        try:
+            resolve_backend(self.attention_backend, get_kernel(self.kernel, **(self.kernel_params or {})), probe)
+        except ValueError as exc:
+            raise ValueError(f"attention_backend={self.attention_backend!r} cannot run here: {exc}") from None
+        return {"device": device}
 
     def _resolve_device(self):
         device = self.device

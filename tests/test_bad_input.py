@@ -440,6 +440,11 @@ def _fitted(transform=None):
     return _FITTED[transform]
 
 
+def _half_score(s):
+    """A user kernel g(s) = s / 2 (a module-level function, so it pickles)."""
+    return 0.5 * s
+
+
 def _fit(X=GOOD, y=GOOD_Y, **params):
     return lambda: MeasureTransformerRegressor(**{**TINY, **params}).fit(X, y).predict(GOOD)
 
@@ -493,6 +498,8 @@ for pname, params, expect in [
     ("device_unknown", dict(device="tpu"), raises(r"device", ValueError)),
     ("device_type", dict(device=0), raises(r"device", ValueError)),
     ("attention_backend_unknown", dict(attention_backend="fast"), raises(r"attention_backend", ValueError)),
+    ("attention_backend_sdpa_log", dict(attention_backend="sdpa", kernel="log"), raises(r"attention_backend='sdpa' cannot run here.*softmax attention only", ValueError)),
+    ("attention_backend_fused_callable", dict(attention_backend="fused", kernel=_half_score), raises(r"attention_backend='fused' cannot run here.*built-in kernels", ValueError)),
     ("early_stopping_string", dict(early_stopping="yes"), raises(r"early_stopping", TypeError)),
     ("validation_fraction_one", dict(early_stopping=True, validation_fraction=1.0), raises(r"validation_fraction", ValueError)),
     ("verbose_negative", dict(verbose=-1), raises(r"verbose", ValueError)),
