@@ -81,10 +81,24 @@ def _load():
         else:
             _state["build_seconds"] = 0.0
         torch.ops.load_library(str(library))
+        _register_fake_kernels()
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
         return f"building or loading the fused CPU kernels failed: {error}"
     _state["loaded"] = True
     return None
+
+
+def _register_fake_kernels():
+    """Shape-only versions of the two ops, so ``torch.compile`` can trace models
+    that use them (without these, dynamo fails on the real kernels' fake tensors)."""
+
+    @torch.library.register_fake("measattn_fused::forward")
+    def _forward(q, k, v, log_weights, kind, parameter, scale, query_block, key_block):
+        return q.new_empty((*q.shape[:3], v.shape[-1])), q.new_empty(q.shape[:3])
+
+    @torch.library.register_fake("measattn_fused::backward")
+    def _backward(q, k, v, log_weights, out, log_normalizer, grad_out, kind, parameter, scale, query_block, key_block):
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _cache_dir():

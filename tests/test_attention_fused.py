@@ -236,3 +236,23 @@ def test_failed_compile_reports_the_compiler_error(tmp_path, monkeypatch):
     reason = _fused._load()
     assert reason is not None and "simulated" in reason
     assert not list((tmp_path / "cache").glob("*.so"))
+
+
+@needs_fused
+def test_torch_compile_traces_the_fused_ops():
+    """The ops have shape-only fake kernels, so torch.compile can trace a model
+    that uses them (aot_eager: dynamo and AOTAutograd, no C++ code generation)."""
+    from sklearn_measattn.transformer import MeasureTransformer
+
+    torch.manual_seed(0)
+    model = MeasureTransformer(2, 3, d_model=16, n_heads=2, n_layers=1, kernel="log", attention_backend="fused")
+    X = torch.randn(4, 50, 2)
+    eager = model(X)
+    eager.square().sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)(X)
+    compiled.square().sum().backward()
+    torch.testing.assert_close(compiled, eager)
+    for param, grad in zip(model.parameters(), expected):
+        torch.testing.assert_close(param.grad, grad)

@@ -449,14 +449,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_backward(
 
 }  // namespace
 
+// Schemas here, the CPU kernels below: registered for the CPU dispatch key (not as
+// a catch-all), so Python can add shape-only "fake" kernels for torch.compile.
 TORCH_LIBRARY(measattn_fused, m) {
   m.def(
       "forward(Tensor q, Tensor k, Tensor v, Tensor? log_weights, int kind, float param, "
-      "float scale, int q_block, int k_block) -> (Tensor, Tensor)",
-      &fused_forward);
+      "float scale, int q_block, int k_block) -> (Tensor, Tensor)");
   m.def(
       "backward(Tensor q, Tensor k, Tensor v, Tensor? log_weights, Tensor out, Tensor lse, "
       "Tensor grad_out, int kind, float param, float scale, int q_block, int k_block) "
-      "-> (Tensor, Tensor, Tensor)",
-      &fused_backward);
+      "-> (Tensor, Tensor, Tensor)");
+}
+
+TORCH_LIBRARY_IMPL(measattn_fused, CPU, m) {
+  m.impl("forward", &fused_forward);
+  m.impl("backward", &fused_backward);
 }
