@@ -54,6 +54,8 @@ def fused_unavailable_reason():
     with _lock:
         if not _state["loaded"] and _state["reason"] is None:
             _state["reason"] = _load()
+            if _state["reason"] is not None and "MEASATTN_FUSED=0" not in _state["reason"]:
+                logger.warning("fused CPU attention unavailable (%s); using the chunked backend", _state["reason"])
     return _state["reason"]
 
 
