@@ -106,18 +106,17 @@ def run_shape(n, d_head, batch, heads, kernels, backends, repeats, warmup, devic
 
 def _prepare_fused(backends, fresh_build):
     """Build or load the fused kernels now, so the time is reported on its own."""
-    from sklearn_measattn import _fused
+    from sklearn_measattn.attention import fused_status
 
     if fresh_build:
         os.environ["MEASATTN_CACHE_DIR"] = tempfile.mkdtemp(prefix="measattn-build-")
     start = time.perf_counter()
-    reason = _fused.fused_unavailable_reason()
+    status = fused_status()
     elapsed = time.perf_counter() - start
-    if reason is not None:
-        print(f"# fused: unavailable ({reason}); skipped")
+    if status.startswith("unavailable"):
+        print(f"# fused: {status}; skipped")
         return [b for b in backends if b != "fused"]
-    how = f"compiled in {_fused.build_seconds():.1f} s" if _fused.build_seconds() else "loaded from the cache"
-    print(f"# fused: first use {elapsed:.2f} s ({how}); not included in any timing below")
+    print(f"# fused: first use {elapsed:.2f} s, {status}; not included in any timing below")
     return backends
 
 

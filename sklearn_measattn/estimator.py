@@ -448,7 +448,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
             raise TypeError(f"kernel_params must be a dict or None, got {type(self.kernel_params).__name__}.")
         try:
-            get_kernel(self.kernel, **(self.kernel_params or {}))
+            kernel = get_kernel(self.kernel, **(self.kernel_params or {}))
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"Invalid kernel={self.kernel!r} / kernel_params={self.kernel_params!r}: {exc}") from None
         if self.loss_params is not None and not isinstance(self.loss_params, dict):
@@ -487,7 +487,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         # fused on CUDA) fails here, before any training, not at the first batch.
         probe = torch.empty(0, device=device)  # the network trains in float32
         try:
-            resolve_backend(self.attention_backend, get_kernel(self.kernel, **(self.kernel_params or {})), probe)
+            resolve_backend(self.attention_backend, kernel, probe)
         except ValueError as exc:
             raise ValueError(f"attention_backend={self.attention_backend!r} cannot run here: {exc}") from None
         return {"device": device}
