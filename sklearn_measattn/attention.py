@@ -38,6 +38,16 @@ _FUSED_KEY_BLOCK = 512
 _FLEX_BLOCK = 128
 # Compiled variants of flex_attention allowed (kernels x dtypes x shape buckets).
 _FLEX_RECOMPILE_LIMIT = 64
+# Largest score bound max|q| max|k| / sqrt(d) that "auto" sends to a backend whose
+# backward recomputes the weights as exp(s - lse) from the forward's saved
+# log-normaliser (SDPA, FlexAttention). Their backward recomputes s with other
+# rounding than the forward: a float32 score of magnitude |s| moves by about
+# d * 2**-24 * |s|, and exp of that error multiplies the weights. At 2**13 the
+# error is below 0.01 for d_head <= 128 (weights off by under 1%); raw heavy-tailed
+# data reach |s| ~ 1e12, where exp(s - lse) overflows and the gradients turn NaN
+# while the forward is fine. Above the bound, "auto" runs "chunked", which
+# renormalises its recomputed weights and so stays a probability distribution.
+_RECOMPUTE_SAFE_SCORE = 2.0**13
 
 
 def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto", chunk_size=None):
@@ -110,9 +120,33 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     kernel = get_kernel(kernel)
     _check_qkv(q, k, v)
     weights = _check_weights(weights, k)
+    requested = backend
     backend = resolve_backend(backend, kernel, q)
+    if requested == "auto":
+        backend = _guard_large_scores(backend, q, k)
     log_weights = None if weights is None else torch.log(weights)
     return _dispatch(q, k, v, kernel, log_weights, backend, chunk_size)
+
+
+def _guard_large_scores(backend, q, k):
+    """Move ``"sdpa"``/``"flex"`` to ``"chunked"`` when the scores can be huge.
+
+    Both recompute the attention weights in backward from the log-normaliser
+    saved by the forward, ``exp(s - lse)``; when ``|s|`` is so large that float32
+    rounding of the recomputed score exceeds about one, the weights no longer
+    sum to one and, past ``|s| ~ 1e9``, overflow to inf (NaN gradients from a
+    finite forward). The check is Cauchy-Schwarz on the largest query and key
+    norms, ``O(N d)`` work, and only runs while gradients are needed.
+    """
+    if backend not in ("sdpa", "flex") or not torch.is_grad_enabled():
+        return backend
+    if not (q.requires_grad or k.requires_grad):
+        return backend
+    with torch.no_grad():
+        bound = q.detach().norm(dim=-1).amax() * k.detach().norm(dim=-1).amax() / math.sqrt(q.shape[-1])
+        if not bool(bound <= _RECOMPUTE_SAFE_SCORE):
+            return "chunked"
+    return backend
 
 
 def fused_status():
@@ -259,6 +293,37 @@ def _logits(q_block, k, log_weight, log_weights, scale):
     if log_weights is not None:
         logits = logits + log_weights[:, None, None, :]
     return logits
+
+
+def _attention_weight_blocks(q, k, kernel, log_weights=None, *, block_elements=_CHUNK_ELEMENTS):
+    """The attention weights ``softmax(g(S) + log w)``, one block of queries at a time.
+
+    The one place where the package computes attention weights for inspection
+    (the collapse diagnostics of random projections and of trained models):
+    yields ``(start, stop, weights)`` with ``weights`` of shape ``(batch, heads,
+    stop - start, n_keys)``, so that memory stays O(block * N) for any N.
+
+    ``q`` and ``k`` are ``(batch, heads, n, d_head)`` tensors, ``log_weights``
+    ``(batch, n_keys)`` with ``-inf`` at absent points. Logits are floored 300
+    below each row's maximum (at present keys): weights under ``e^-300`` change
+    nothing measurable, and without the floor their ``exp`` underflows into
+    subnormals, which are very slow on CPU.
+    """
+    batch, heads, n_queries, _ = q.shape
+    n_keys = k.shape[2]
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    rows = max(1, min(n_queries, block_elements // max(1, batch * heads * n_keys)))
+    present = None if log_weights is None else torch.isfinite(log_weights)[:, None, None, :]
+    k_t = k.transpose(-1, -2)
+    for start in range(0, n_queries, rows):
+        stop = min(start + rows, n_queries)
+        logits = kernel.log_weight(torch.matmul(q[:, :, start:stop], k_t) * scale)
+        if log_weights is not None:
+            logits = logits + log_weights[:, None, None, :]
+        floor = logits.amax(dim=-1, keepdim=True) - 300.0
+        floored = torch.maximum(logits, floor)
+        logits = floored if present is None else torch.where(present, floored, logits)
+        yield start, stop, torch.softmax(logits, dim=-1)
 
 
 def _naive_attention(q, k, v, log_weight, log_weights, scale):

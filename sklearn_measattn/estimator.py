@@ -16,10 +16,10 @@ from skorch.dataset import ValidSplit
 from skorch.utils import to_tensor
 
 from ._validation import check_measures, check_n_features, check_positive, is_ragged
-from .attention import BACKENDS, resolve_backend
+from .attention import BACKENDS, _attention_weight_blocks, resolve_backend
 from .kernels import get_kernel
 from .losses import MeasureLoss, get_loss
-from .metrics import energy_distance
+from .metrics import _check_space, energy_distance, to_space
 from .preprocessing import SymlogTransformer
 from .transformer import MeasureTransformer
 
@@ -73,11 +73,56 @@ class _MeasureNet(NeuralNetRegressor):
         if isinstance(X, dict):
             pred_weights = to_tensor(X["weights"], device=self.device) if "weights" in X else None
             true_weights = to_tensor(X["y_weights"], device=self.device) if "y_weights" in X else None
-        return self.criterion_(y_pred, y_true, pred_weights, true_weights)
+        # Name the stage that failed: the forward pass here, the loss just below,
+        # the backward pass in _StopOnNonFinite.on_grad_computed.
+        if not bool(torch.isfinite(y_pred.detach()).all()):
+            raise FloatingPointError(
+                f"The network's forward pass produced non-finite outputs at epoch {len(self.history)} "
+                f"({'training' if training else 'validation'} batch), before the loss: "
+                + _nonfinite_forward_hint(self.module_)
+            )
+        loss = self.criterion_(y_pred, y_true, pred_weights, true_weights)
+        if not bool(torch.isfinite(loss.detach()).all()):
+            raise FloatingPointError(
+                f"The loss became {float(loss.detach())} at epoch {len(self.history)} although the network's "
+                "outputs were finite: the distance between prediction and target overflowed (extreme "
+                "target values). Use transform='symlog' or rescale y."
+            )
+        return loss
 
 
-class _StopOnNonFiniteLoss(Callback):
-    """Abort training at the first batch whose loss is NaN or infinite."""
+def _nonfinite_forward_hint(module):
+    """Which parameters are already non-finite, or else what overflowed."""
+    bad = [name for name, p in module.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+    if bad:
+        return (
+            f"parameters {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} are already non-finite "
+            "(an optimizer step diverged); use a smaller lr or transform='symlog'."
+        )
+    return (
+        "the activations overflowed float32 on extreme input points (softmax attention on raw "
+        "heavy-tailed data is the typical cause). Use transform='symlog', a slower-growing kernel "
+        "('log', 'sigmoid', 'poly'), or rescale X."
+    )
+
+
+class _StopOnNonFinite(Callback):
+    """Abort training at the first non-finite gradient or loss, naming the stage.
+
+    Non-finite forward outputs and losses are caught in ``_MeasureNet.get_loss``;
+    gradients here, before the optimizer step writes them into the weights.
+    """
+
+    def on_grad_computed(self, net, named_parameters, X=None, y=None, training=False, **kwargs):
+        bad = [name for name, p in named_parameters if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+        if bad:
+            raise FloatingPointError(
+                f"The backward pass produced non-finite gradients at epoch {len(net.history)} for "
+                f"{', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}, while the forward pass and the "
+                "loss were finite. The gradient overflowed on extreme points; use transform='symlog', "
+                "a slower-growing kernel ('log', 'sigmoid', 'poly'), a smaller lr, or "
+                "attention_backend='chunked'."
+            )
 
     def on_batch_end(self, net, batch=None, training=None, **kwargs):
         key = "train_loss" if training else "valid_loss"
@@ -85,9 +130,8 @@ class _StopOnNonFiniteLoss(Callback):
         if not np.isfinite(loss):
             raise FloatingPointError(
                 f"The training loss became {loss} at epoch {len(net.history)}. With heavy-tailed "
-                "data this usually means the attention or the loss overflowed on extreme points "
-                "(softmax attention on raw data is the typical cause). Use transform='symlog', a "
-                "slower-growing kernel ('log', 'sigmoid', 'poly'), or a smaller lr."
+                "data this usually means the attention or the loss overflowed on extreme points. "
+                "Use transform='symlog', a slower-growing kernel ('log', 'sigmoid', 'poly'), or a smaller lr."
             )
 
 
@@ -169,6 +213,12 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
     callbacks : list of skorch callbacks, default=None
         Extra callbacks (e.g. ``skorch.callbacks.LRScheduler``,
         ``Checkpoint``), as objects or ``(name, callback)`` pairs.
+    score_space : {"raw", "symlog"}, default="raw"
+        Where :meth:`score` compares predicted and target measures: as they
+        are, or after ``sign(y) * log1p(|y|)`` of every coordinate (see
+        :func:`~sklearn_measattn.metrics.to_space`). On data with infinite
+        moments the raw energy distance is dominated by a few extreme points;
+        use ``"symlog"`` there. It does not change training.
 
     Attributes
     ----------
@@ -198,6 +248,8 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
     >>> model.predict(X[:2, :10]).shape  # any number of points at inference
     (2, 10, 2)
     >>> score = model.score(X, y)  # negative energy distance, higher is better
+    >>> model.attention_ess(X[:3]).shape  # trained attention ESS / n per measure and head
+    (3, 2)
     """
 
     def __init__(
@@ -226,6 +278,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         random_state=None,
         verbose=0,
         callbacks=None,
+        score_space="raw",
     ):
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -250,6 +303,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.callbacks = callbacks
+        self.score_space = score_space
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -424,7 +478,8 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         """Negative energy distance between predicted and target measures.
 
         :class:`~sklearn.base.RegressorMixin`'s R^2 does not take 3-D targets;
-        higher is better, 0 is perfect.
+        higher is better, 0 is perfect. With ``score_space="symlog"`` both
+        measures are compared after symlog of every coordinate.
 
         Parameters
         ----------
@@ -438,9 +493,190 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         Returns
         -------
         score : float
-            ``-energy_distance(y, self.predict(X))``.
+            ``-energy_distance(y, self.predict(X))`` in ``score_space``.
         """
-        return -energy_distance(y, self.predict(X), sample_weight=sample_weight)
+        space = _check_space(self.score_space)
+        return -energy_distance(to_space(y, space), to_space(self.predict(X), space), sample_weight=sample_weight)
+
+    # --------------------------------------------------------- diagnostics
+    def attention_ess(self, X, *, layer=0, max_queries=None, random_state=0, batch_size=None):
+        """Effective sample size of the trained attention on measures ``X``, per head.
+
+        For every measure, the attention weights of block ``layer`` are
+        ``w_ij = a_j kappa(s_ij) / sum_l a_l kappa(s_il)`` with the model's
+        learnt queries and keys (point weights ``a`` respected; padding of a
+        ragged batch has weight 0). The ESS of query ``i`` is
+        ``1 / sum_j w_ij^2``, as a fraction of the measure's own effective size
+        ``1 / sum_j a_j^2`` (``n`` for uniform weights), averaged over queries
+        with weights ``a_i``: the same definition as
+        :func:`sklearn_measattn.metrics.attention_ess`, on the trained model
+        instead of random projections. Near ``1/n``: every query puts all its
+        weight on one point (attention collapse); near 1: flat attention.
+
+        Computed in float64 one block of queries at a time, so the N x N
+        weights are never held in memory.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures, raw (the fitted ``transform`` is applied here).
+        layer : int, default=0
+            Block whose attention is measured, ``0 <= layer < n_layers``. The
+            first block is the one that sees the data's scale.
+        max_queries : int, default=None
+            Evaluate at most this many queries per measure, drawn at random
+            among its present points (each against all keys): an unbiased
+            estimate at a fraction of the cost for large ``n_points``.
+            ``None`` uses every query.
+        random_state : int, RandomState instance or None, default=0
+            Seeds the query subsample.
+        batch_size : int, default=None
+            Measures per forward pass (default: the fitted ``batch_size``).
+
+        Returns
+        -------
+        ess : ndarray of shape (n_samples, n_heads)
+            ESS / n in ``(0, 1]`` per measure and head.
+
+        Examples
+        --------
+        >>> from sklearn_measattn import MeasureTransformerRegressor
+        >>> from sklearn_measattn.datasets import make_matrix_inverse
+        >>> X, y = make_matrix_inverse(n_samples=8, n_points=32, tail="pareto", tail_index=0.7,
+        ...                            random_state=0)
+        >>> model = MeasureTransformerRegressor(kernel="softmax", d_model=16, n_heads=2, n_layers=1,
+        ...                                     max_epochs=1, random_state=0).fit(X, y)
+        >>> ess = model.attention_ess(X)
+        >>> ess.shape
+        (8, 2)
+        >>> bool(ess.max() < 0.1)  # softmax on raw Pareto(0.7) data: one point takes the weight
+        True
+        """
+        batches, n_heads = self._attention_inputs(X, layer, batch_size)
+        max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
+        rng = check_random_state(random_state)
+        out = []
+        for q, k, a in batches:
+            for i in range(q.shape[0]):
+                present = np.flatnonzero(a[i] > 0)
+                queries = present
+                if max_queries is not None and len(present) > max_queries:
+                    queries = np.sort(rng.choice(present, max_queries, replace=False))
+                a_i = torch.as_tensor(a[i], dtype=torch.float64)
+                log_a = torch.log(a_i)[None, :]
+                q_i = q[i : i + 1, :, torch.as_tensor(queries)]
+                inverse_ess = torch.cat(
+                    [(w * w).sum(dim=-1)[0] for _, _, w in _attention_weight_blocks(q_i, k[i : i + 1], self._kernel_(), log_a)],
+                    dim=-1,
+                )  # (heads, n_queries drawn)
+                query_weights = a_i[torch.as_tensor(queries)]
+                base_ess = 1.0 / float((a_i * a_i).sum())
+                ess = ((1.0 / inverse_ess) * query_weights).sum(dim=-1) / query_weights.sum() / base_ess
+                out.append(ess.numpy())
+        return np.stack(out).reshape(-1, n_heads)
+
+    def attention_weights(self, X, *, layer=0, batch_size=None):
+        """The trained attention weights of block ``layer`` on measures ``X`` (for plots).
+
+        Materialises ``n_points x n_points`` weights per measure and head, so it
+        is meant for small measures; :meth:`attention_ess` summarises large ones
+        without doing so.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures, raw.
+        layer : int, default=0
+            Block whose attention is returned.
+        batch_size : int, default=None
+            Measures per forward pass (default: the fitted ``batch_size``).
+
+        Returns
+        -------
+        weights : ndarray of shape (n_samples, n_heads, n_points, n_points) or list
+            ``weights[i, h, q, j]``: how much query point ``q`` of measure ``i``
+            attends to point ``j`` in head ``h``; each row sums to 1. For a
+            list (ragged) input, a list of ``(n_heads, n_i, n_i)`` arrays.
+
+        Raises
+        ------
+        ValueError
+            When the weights would take more than 2 GiB (use
+            :meth:`attention_ess`, or pass fewer measures).
+
+        Examples
+        --------
+        >>> from sklearn_measattn import MeasureTransformerRegressor
+        >>> from sklearn_measattn.datasets import make_matrix_inverse
+        >>> X, y = make_matrix_inverse(n_samples=4, n_points=16, random_state=0)
+        >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1,
+        ...                                     random_state=0).fit(X, y)
+        >>> W = model.attention_weights(X)
+        >>> W.shape
+        (4, 2, 16, 16)
+        >>> bool(abs(W.sum(axis=-1) - 1).max() < 1e-12)
+        True
+        """
+        check_is_fitted(self, "net_")
+        ragged = is_ragged(X)
+        n_samples = len(X) if ragged else np.shape(X)[0]
+        n_points = max(np.shape(m)[0] for m in X) if ragged else np.shape(X)[1]
+        n_heads = self.net_.module_.blocks[0].attention.n_heads
+        size = 8 * n_samples * n_heads * n_points * n_points
+        if size > 2**31:
+            raise ValueError(
+                f"attention_weights would hold {size / 2**30:.1f} GiB ({n_samples} measures x {n_heads} heads x "
+                f"{n_points}^2 points); pass fewer or smaller measures, or use attention_ess, which never "
+                "materialises the weights."
+            )
+        batches, _ = self._attention_inputs(X, layer, batch_size)
+        blocks = []
+        for q, k, a in batches:
+            log_a = torch.log(torch.as_tensor(a, dtype=torch.float64))
+            blocks.append(torch.cat([w for _, _, w in _attention_weight_blocks(q, k, self._kernel_(), log_a)], dim=2))
+        weights = torch.cat(blocks).numpy()
+        if ragged:
+            lengths = [np.shape(m)[0] for m in X]
+            return [weights[i, :, :n, :n] for i, n in enumerate(lengths)]
+        return weights
+
+    def _kernel_(self):
+        return self.net_.module_.blocks[0].attention.kernel
+
+    def _attention_inputs(self, X, layer, batch_size):
+        """Validate; yield float64 ``(q, k, a)`` per batch of measures (``a``: normalised point weights)."""
+        check_is_fitted(self, "net_")
+        module = self.net_.module_
+        n_layers = len(module.blocks)
+        if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < n_layers:
+            raise ValueError(f"layer must be an integer in [0, {n_layers}) for this {n_layers}-block model, got {layer!r}.")
+        batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or self.batch_size
+        X, x_weights = check_measures(X, input_name="X")
+        check_n_features(X, self.n_features_in_)
+        X_model = _transform_points(self.transform_X_, X, "transform")
+        _check_float32_range(X_model, "X", self.transform)
+        weights = np.ones(X.shape[:2]) if x_weights is None else x_weights.astype(np.float64)
+        weights = weights / weights.sum(axis=1, keepdims=True)
+        device = self.device_
+        n_heads = module.blocks[layer].attention.n_heads
+
+        def batches():
+            was_training = module.training
+            module.eval()
+            try:
+                with torch.no_grad():
+                    for start in range(0, X.shape[0], batch_size):
+                        stop = min(start + batch_size, X.shape[0])
+                        xb = torch.as_tensor(X_model[start:stop], dtype=torch.float32, device=device)
+                        wb = None if x_weights is None else torch.as_tensor(
+                            x_weights[start:stop], dtype=torch.float32, device=device
+                        )
+                        q, k, _ = module.attention_inputs(xb, wb, layer=int(layer))
+                        yield q.double().cpu(), k.double().cpu(), weights[start:stop]
+            finally:
+                module.train(was_training)
+
+        return batches(), n_heads
 
     # -------------------------------------------------------------- helpers
     def _validate_params(self):
@@ -482,6 +718,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         if self.callbacks is not None and not isinstance(self.callbacks, (list, tuple)):
             raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(self.callbacks).__name__}.")
         check_random_state(self.random_state)
+        _check_space(self.score_space)
         device = self._resolve_device()
         # A backend that cannot run this kernel on this device (sdpa with log,
         # fused on CUDA) fails here, before any training, not at the first batch.
@@ -521,7 +758,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         return clone(transform)
 
     def _build_net(self, n_features_in, n_features_out, config, seed):
-        callbacks = [("stop_on_non_finite_loss", _StopOnNonFiniteLoss())]
+        callbacks = [("stop_on_non_finite", _StopOnNonFinite())]
         # User callbacks run before early stopping so they also see the last epoch.
         for index, callback in enumerate(self.callbacks or []):
             callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))

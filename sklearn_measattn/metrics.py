@@ -17,9 +17,12 @@ Per-point weights ``weights_true`` / ``weights_pred`` of shape
 ``(n_samples, n_points)`` make each measure ``sum_i w_i delta_{x_i}``
 (normalised to total mass 1); a zero weight means the point is absent.
 
-The collapse diagnostics measure the three faces of ensemble collapse described
-in the design: :func:`attention_ess` (attention level), :func:`spread_ratio`
-(within an ensemble) and :func:`across_sample_correlation` (across samples).
+The collapse diagnostics measure the three faces of ensemble collapse:
+:func:`attention_ess` (attention level, of random projections; a fitted model
+has :meth:`~sklearn_measattn.MeasureTransformerRegressor.attention_ess`),
+:func:`spread_ratio` (within an ensemble) and :func:`across_sample_correlation`
+(across samples); :func:`collapse_verdict` applies the fixed rule to them and
+:func:`collapse_diagnostics` measures all of them on a fitted model.
 """
 
 from __future__ import annotations
@@ -40,8 +43,18 @@ from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.metrics import make_scorer
 from sklearn.utils import check_random_state
 
-from ._validation import check_measure_pair, check_measures, check_point_weights, check_positive
+from ._collapse import (
+    ATTENTION_ESS_THRESHOLD,
+    COLLAPSE_RULE,
+    CORRELATION_THRESHOLD,
+    SPREAD_THRESHOLD,
+    collapse_diagnostics,
+    collapse_verdict,
+)
+from ._validation import check_measure_pair, check_measures, check_point_weights, check_positive, is_ragged
+from .attention import _attention_weight_blocks
 from .kernels import get_kernel
+from .preprocessing import symlog
 
 __all__ = [
     "wasserstein_distance",
@@ -50,6 +63,14 @@ __all__ = [
     "spread_ratio",
     "across_sample_correlation",
     "attention_ess",
+    "collapse_verdict",
+    "collapse_diagnostics",
+    "ATTENTION_ESS_THRESHOLD",
+    "SPREAD_THRESHOLD",
+    "CORRELATION_THRESHOLD",
+    "COLLAPSE_RULE",
+    "to_space",
+    "SCORING_SPACES",
     "make_measure_scorer",
     "get_scorer",
     "neg_energy_scorer",
@@ -831,7 +852,6 @@ def attention_ess(
     Xt = torch.as_tensor(X, dtype=torch.float64)
     at = torch.as_tensor(a, dtype=torch.float64)
     log_a = torch.where(at > 0, torch.log(torch.clamp(at, min=1e-300)), torch.full_like(at, -math.inf))
-    present = at > 0
     base_ess = 1.0 / (at * at).sum(dim=1)  # (n_samples,)
     max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
     query_sets = [np.flatnonzero(a[i] > 0) for i in range(n_samples)]
@@ -848,17 +868,13 @@ def attention_ess(
         for Wq, Wk in draws:
             Wq_t = torch.as_tensor(Wq, dtype=torch.float64)
             Wk_t = torch.as_tensor(Wk, dtype=torch.float64)
-            scale = 1.0 / math.sqrt(Wq_t.shape[1])
             for i, queries in enumerate(query_sets):
-                S = (Xt[i, queries] @ Wq_t) @ (Xt[i] @ Wk_t).T * scale
-                logits = kernel_obj.log_weight(S) + log_a[i][None, :]
-                # Floor the logits 300 below each row's max: weights under e^-300
-                # change 1 / sum w^2 by nothing measurable, and without the floor
-                # their exp underflows into subnormals, which are very slow on CPU.
-                floor = logits.max(dim=-1, keepdim=True).values - 300.0
-                logits = torch.where(present[i][None, :], torch.maximum(logits, floor), logits)
-                attn = torch.softmax(logits, dim=-1)
-                ess = 1.0 / (attn * attn).sum(dim=-1)
+                q = (Xt[i, queries] @ Wq_t)[None, None]
+                k = (Xt[i] @ Wk_t)[None, None]
+                ess = torch.cat([
+                    1.0 / (attn * attn).sum(dim=-1)[0, 0]
+                    for _, _, attn in _attention_weight_blocks(q, k, kernel_obj, log_a[i][None, :])
+                ])
                 frac[i, queries] += ess / base_ess[i]
     frac = (frac / len(draws)).numpy()
     if per_query:
@@ -878,9 +894,64 @@ _METRICS = {
     "mmd": (mmd, {}),
     "spread_ratio": (spread_ratio, {}),
 }
+# Short names, as in ``make_measure_scorer("energy", space="symlog")``.
+_METRIC_ALIASES = {"energy": "energy_distance", "wasserstein": "wasserstein_distance",
+                   "sliced_wasserstein": "sliced_wasserstein_distance"}
+
+#: Spaces a measure can be scored in: as given, or after ``symlog`` of every coordinate.
+SCORING_SPACES = ("raw", "symlog")
 
 
-def make_measure_scorer(metric, *, greater_is_better=False, **kwargs):
+def _check_space(space):
+    """Validate a scoring space name; return it."""
+    if not isinstance(space, str) or space not in SCORING_SPACES:
+        raise ValueError(
+            f"space must be one of {', '.join(map(repr, SCORING_SPACES))}, got {space!r}; 'symlog' "
+            "compares sign(y) * log1p(|y|) of every coordinate, which keeps distances finite and "
+            "not dominated by a few extreme points on heavy-tailed (infinite-moment) data."
+        )
+    return space
+
+
+def to_space(y, space):
+    """Measures ``y`` (3-D array or list of 2-D arrays) as seen in scoring ``space``.
+
+    ``"raw"`` returns ``y`` unchanged; ``"symlog"`` applies
+    :func:`~sklearn_measattn.preprocessing.symlog` (``scale=1``) to every
+    coordinate of every point. Distances between heavy-tailed measures with
+    infinite moments are dominated by a few extreme points in raw space; after
+    symlog every point counts on a logarithmic scale in the tails.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.metrics import to_space
+    >>> to_space(np.array([[[0.0, -1e6]]]), "symlog").round(2)
+    array([[[  0.  , -13.82]]])
+    """
+    space = _check_space(space)
+    if space == "raw":
+        return y
+    if is_ragged(y):
+        return [symlog(np.asarray(m, dtype=np.float64)) for m in y]
+    return symlog(np.asarray(y, dtype=np.float64))
+
+
+class _InSpace:
+    """A metric evaluated after mapping both measures into a scoring space (picklable)."""
+
+    def __init__(self, func, space):
+        self.func, self.space = func, space
+        self.__name__ = f"{getattr(func, '__name__', 'metric')}_{space}"
+
+    def __call__(self, y_true, y_pred, **kwargs):
+        return self.func(to_space(y_true, self.space), to_space(y_pred, self.space), **kwargs)
+
+    def __repr__(self):
+        return f"{getattr(self.func, '__name__', self.func)} in {self.space} space"
+
+
+def make_measure_scorer(metric, *, greater_is_better=False, space="raw", **kwargs):
     """Build a scikit-learn scorer from a measure metric.
 
     The scorer calls ``estimator.predict(X)`` (which must return measures, e.g.
@@ -893,11 +964,19 @@ def make_measure_scorer(metric, *, greater_is_better=False, **kwargs):
     Parameters
     ----------
     metric : str or callable
-        One of ``"energy_distance"``, ``"wasserstein_distance"``,
-        ``"sliced_wasserstein_distance"``, ``"mmd"``, ``"spread_ratio"``, or a
+        One of ``"energy_distance"`` (or ``"energy"``), ``"wasserstein_distance"``
+        (``"wasserstein"``), ``"sliced_wasserstein_distance"``
+        (``"sliced_wasserstein"``), ``"mmd"``, ``"spread_ratio"``, or a
         callable ``metric(y_true, y_pred, **kwargs) -> float``.
     greater_is_better : bool, default=False
         Whether larger metric values are better (False for distances).
+    space : {"raw", "symlog"}, default="raw"
+        Where the measures are compared: as predicted, or after
+        ``sign(y) * log1p(|y|)`` of every coordinate of both the target and
+        the prediction (see :func:`to_space`). On data with infinite moments
+        (Pareto or Student-t tail index <= 1) raw energy and Wasserstein
+        distances are dominated by a few extreme points; ``"symlog"`` ranks
+        models by the whole ensemble. The model still predicts in raw space.
     **kwargs
         Fixed keyword arguments passed to the metric (e.g. ``p=2``); checked
         against the metric's signature now, not at scoring time.
@@ -927,11 +1006,17 @@ def make_measure_scorer(metric, *, greater_is_better=False, **kwargs):
     >>> scorer = make_measure_scorer("wasserstein_distance", p=2)
     >>> scorer(Identity(), X, X + [3.0, 4.0])
     -5.0
+    >>> symlog_scorer = make_measure_scorer("energy", space="symlog")
+    >>> float(symlog_scorer(Identity(), X + 1e6, X + 1e6))
+    -0.0
     """
+    space = _check_space(space)
     if isinstance(metric, str):
+        metric = _METRIC_ALIASES.get(metric, metric)
         if metric not in _METRICS:
             raise ValueError(
-                f"Unknown metric {metric!r}; valid names are {', '.join(repr(m) for m in _METRICS)}, "
+                f"Unknown metric {metric!r}; valid names are "
+                f"{', '.join(repr(m) for m in (*_METRICS, *_METRIC_ALIASES))}, "
                 "or pass a callable metric(y_true, y_pred, **kwargs)."
             )
         func, fixed = _METRICS[metric]
@@ -955,6 +1040,8 @@ def make_measure_scorer(metric, *, greater_is_better=False, **kwargs):
             raise ValueError(f"Invalid keyword arguments for metric {name!r}: {exc}.") from None
     if isinstance(metric, str):
         _validate_kwargs(func, kwargs)
+    if space != "raw":
+        func = _InSpace(func, space)
     return make_scorer(func, greater_is_better=greater_is_better, **kwargs)
 
 
@@ -979,6 +1066,10 @@ _SCORERS = {
     "neg_wasserstein_distance": neg_wasserstein_scorer,
     "neg_sliced_wasserstein_distance": neg_sliced_wasserstein_scorer,
     "neg_mmd": neg_mmd_scorer,
+    "neg_energy_distance_symlog": make_scorer(_InSpace(energy_distance, "symlog"), greater_is_better=False),
+    "neg_wasserstein_distance_symlog": make_scorer(
+        _InSpace(wasserstein_distance, "symlog"), greater_is_better=False
+    ),
 }
 _SCORER_ALIASES = {
     "neg_energy_scorer": "neg_energy_distance",
@@ -1004,6 +1095,9 @@ def get_scorer(name):
     ``"neg_sliced_wasserstein_distance"``  ``-wasserstein_distance(method="sliced")``
     (``"neg_sliced_wasserstein_scorer"``)  (200 projections, ``random_state=0``)
     ``"neg_mmd"`` (``"neg_mmd_scorer"``)   ``-mmd`` (median bandwidth)
+    ``"neg_energy_distance_symlog"``       ``-energy_distance`` after symlog of
+                                           target and prediction (:func:`to_space`)
+    ``"neg_wasserstein_distance_symlog"``  ``-wasserstein_distance`` after symlog
     =====================================  ==========================================
 
     Each scores the mean over samples of the metric between ``y`` and

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from ._validation import check_positive
-from .attention import BACKENDS, _dispatch, resolve_backend
+from .attention import BACKENDS, _dispatch, _guard_large_scores, resolve_backend
 from .kernels import get_kernel
 
 __all__ = ["KernelMultiheadAttention", "MeasureTransformer"]
@@ -67,11 +67,27 @@ class KernelMultiheadAttention(nn.Module):
         (``-inf`` for absent points), or ``None`` for uniform measures.
         """
         batch, n_points, d_model = x.shape
-        qkv = self.in_proj(x).view(batch, n_points, 3, self.n_heads, d_model // self.n_heads)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = self._project(x)
         backend = resolve_backend(self.backend, self.kernel, x)
+        if self.backend == "auto":
+            backend = _guard_large_scores(backend, q, k)
         out = _dispatch(q, k, v, self.kernel, log_weights, backend)
         return self.out_proj(out.transpose(1, 2).reshape(batch, n_points, d_model))
+
+
+    def _project(self, x):
+        batch, n_points, d_model = x.shape
+        qkv = self.in_proj(x).view(batch, n_points, 3, self.n_heads, d_model // self.n_heads)
+        return qkv.permute(2, 0, 3, 1, 4).unbind(0)
+
+    def queries_keys(self, x):
+        """Per-head queries and keys of ``x``, each ``(batch, n_heads, n_points, d_head)``.
+
+        With :func:`~sklearn_measattn.kernels.get_kernel`'s ``log_weight`` they
+        give this layer's attention weights ``softmax(g(q k^T / sqrt(d_head)) + log w)``.
+        """
+        q, k, _ = self._project(x)
+        return q, k
 
 
 class _KernelTransformerBlock(nn.Module):
@@ -189,6 +205,48 @@ class MeasureTransformer(nn.Module):
         self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
         self.head = nn.Linear(d_model, n_features_out)
 
+    def attention_inputs(self, X, weights=None, *, layer=0):
+        """What the attention of block ``layer`` sees: per-head queries, keys, log weights.
+
+        Runs the embedding and the blocks before ``layer`` (and, for pre-norm
+        blocks, the block's input LayerNorm), so that the attention weights of
+        that block are ``softmax(g(q k^T / sqrt(d_head)) + log w)``.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (batch, n_points, n_features_in)
+            Measures.
+        weights : torch.Tensor of shape (batch, n_points), optional
+            Point weights (zero = absent).
+        layer : int, default=0
+            Index of the block, ``0 <= layer < n_layers``.
+
+        Returns
+        -------
+        q, k : torch.Tensor of shape (batch, n_heads, n_points, d_head)
+        log_weights : torch.Tensor of shape (batch, n_points) or None
+        """
+        if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(self.blocks):
+            raise ValueError(f"layer must be an integer in [0, {len(self.blocks)}), got {layer!r}.")
+        log_weights = self._log_weights(X, weights)
+        hidden = self.embedding(X)
+        for block in self.blocks[:layer]:
+            hidden = block(hidden, log_weights)
+        block = self.blocks[layer]
+        if block.norm_first:
+            hidden = block.norm_attention(hidden)
+        q, k = block.attention.queries_keys(hidden)
+        return q, k, log_weights
+
+    def _log_weights(self, X, weights):
+        if X.ndim != 3:
+            raise ValueError(f"X must be 3-D (batch, n_points, n_features), got shape {tuple(X.shape)}.")
+        if weights is None:
+            return None
+        if tuple(weights.shape) != tuple(X.shape[:2]):
+            raise ValueError(f"weights must have shape {tuple(X.shape[:2])}, got {tuple(weights.shape)}.")
+        return torch.log(weights.detach().to(X.dtype))
+
     def forward(self, X, weights=None):
         """Map measures ``X`` (batch, n_points, n_features_in) to (batch, n_points, n_features_out).
 
@@ -196,13 +254,7 @@ class MeasureTransformer(nn.Module):
         point is absent, e.g. padding of ragged measures); ``None`` means uniform.
         Absent points still get an output, which the caller should ignore.
         """
-        if X.ndim != 3:
-            raise ValueError(f"X must be 3-D (batch, n_points, n_features), got shape {tuple(X.shape)}.")
-        log_weights = None
-        if weights is not None:
-            if tuple(weights.shape) != tuple(X.shape[:2]):
-                raise ValueError(f"weights must have shape {tuple(X.shape[:2])}, got {tuple(weights.shape)}.")
-            log_weights = torch.log(weights.detach().to(X.dtype))
+        log_weights = self._log_weights(X, weights)
         hidden = self.embedding(X)
         for block in self.blocks:
             hidden = block(hidden, log_weights)
