@@ -1,36 +1,11 @@
 """Kernel comparison studies: train one model per (kernel, transform, seed), score it.
 
 This is the engine behind ``python -m sklearn_measattn compare`` and the scripts
-in ``studies/``; the command line only parses arguments and prints.
-
-The collapse verdict
---------------------
-The rule is fixed here, before any study was run, and is never tuned on study
-results. A trained model is called *collapsed* on a held-out set when
-
-* ``median_i spread_ratio_i < SPREAD_THRESHOLD`` (= 0.2), i.e. the typical
-  predicted ensemble's median pairwise distance is under a fifth of its
-  target's (*within-ensemble* collapse: the particles sit near one point), or
-* ``across_sample_correlation(statistic="scale") < CORRELATION_THRESHOLD``
-  (= 0.2), i.e. the predictions' scales do not rank the samples the way the
-  targets' scales do (*across-sample* collapse: one average measure whatever
-  the input).
-
-Why these numbers. In both benchmarks the target scale varies across samples
-by at most a factor 4 (``condition=4`` gives eigenvalues of ``A^-1`` in
-``[1/2, 2]``; ``scale_range=(0.5, 2)``). A model that ignores its input and
-outputs one *well-spread* average measure therefore has per-sample spread
-ratios of roughly ``[1/4, 4]`` and a median near 1; a median below 0.2 can
-only come from particles contracting, not from averaging over samples. The
-median over held-out measures (not the mean) is used because heavy-tailed
-targets make single ratios explode. For the correlation, 0.2 is about the
-one-sided 5% critical value of Spearman's rho under independence for the 64
-held-out measures of the default study (``1.645 / sqrt(63) = 0.207``): below it
-the prediction's scale is statistically indistinguishable from not depending
-on the input at all. Note that an under-trained model which has not yet
-learnt the input dependence is flagged by this second face too: it is
-reported separately (``collapse_within``, ``collapse_across``) so the two can
-be told apart.
+in ``studies/``; the command line only parses arguments and prints. Each fit is
+judged by the fixed collapse rule of :func:`sklearn_measattn.metrics.collapse_verdict`
+(its thresholds and their reasons are documented there), and its distances are
+reported in symlog space (where they are finite on infinite-moment data) and
+in raw space.
 """
 
 from __future__ import annotations
@@ -45,28 +20,28 @@ from joblib import Parallel, delayed
 
 from .datasets import load_benchmark
 from .estimator import MeasureTransformerRegressor
-from .metrics import across_sample_correlation, energy_distance, spread_ratio, wasserstein_distance
+from .metrics import (
+    spread_ratio,
+    ATTENTION_ESS_THRESHOLD,
+    COLLAPSE_RULE,
+    CORRELATION_THRESHOLD,
+    SPREAD_THRESHOLD,
+    across_sample_correlation,
+    collapse_diagnostics,
+    energy_distance,
+    wasserstein_distance,
+)
 
 __all__ = [
-    "SPREAD_THRESHOLD",
-    "CORRELATION_THRESHOLD",
     "VERDICT_RULE",
-    "collapse_verdict",
     "compare_kernels",
     "summarize",
     "format_table",
+    "recommend",
 ]
 
-#: Within-ensemble threshold on the median (over held-out measures) spread ratio.
-SPREAD_THRESHOLD = 0.2
-#: Across-sample threshold on the Spearman correlation of the scale statistic.
-CORRELATION_THRESHOLD = 0.2
 #: One-line statement of the rule, printed under every table.
-VERDICT_RULE = (
-    f"collapsed = median spread ratio < {SPREAD_THRESHOLD} (within-ensemble) OR "
-    f"across-sample correlation of scale < {CORRELATION_THRESHOLD} (across-sample); "
-    "rule fixed before any study run."
-)
+VERDICT_RULE = COLLAPSE_RULE + " Thresholds fixed in code before any study run."
 
 #: Exact W1 (network simplex, O(n^3)) up to this many points, sliced W1 above.
 EXACT_W1_MAX_POINTS = 512
@@ -74,30 +49,11 @@ EXACT_W1_MAX_POINTS = 512
 ROW_FIELDS = (
     "task", "tail", "tail_index", "kernel", "transform", "seed",
     "n_samples", "n_points", "n_test", "epochs", "d_model", "status",
-    "energy", "w1", "w1_method", "spread_ratio_median", "spread_ratio_mean",
-    "corr_scale", "corr_location", "collapse_within", "collapse_across",
+    "energy_symlog", "w1_symlog", "energy", "w1", "w1_method", "attention_ess",
+    "attention_ess_min_head", "spread_ratio_median", "spread_ratio_mean",
+    "corr_scale", "corr_location", "collapse_attention", "collapse_within", "collapse_across",
     "collapsed", "fit_time",
 )
-
-
-def collapse_verdict(spread_ratio_median, corr_scale):
-    """Apply the fixed collapse rule; return ``(within, across, collapsed)`` booleans.
-
-    ``nan`` inputs (e.g. a diverged fit) give ``nan`` verdicts.
-
-    Examples
-    --------
-    >>> from sklearn_measattn._study import collapse_verdict
-    >>> collapse_verdict(0.05, 0.9)
-    (True, False, True)
-    >>> collapse_verdict(1.0, 0.6)
-    (False, False, False)
-    """
-    if not (np.isfinite(spread_ratio_median) and np.isfinite(corr_scale)):
-        return (math.nan, math.nan, math.nan)
-    within = bool(spread_ratio_median < SPREAD_THRESHOLD)
-    across = bool(corr_scale < CORRELATION_THRESHOLD)
-    return (within, across, within or across)
 
 
 def _transform_name(transform):
@@ -143,34 +99,33 @@ def _fit_one_inner(task, data_params, kernel, transform, seed, n_test, model_par
     start = time.perf_counter()
     try:
         model.fit(train.data, train.target)
-    except FloatingPointError:
-        row.update(
-            status="diverged", energy=math.nan, w1=math.nan, w1_method="", spread_ratio_median=math.nan,
-            spread_ratio_mean=math.nan, corr_scale=math.nan, corr_location=math.nan,
-            collapse_within=math.nan, collapse_across=math.nan, collapsed=math.nan,
-            fit_time=time.perf_counter() - start,
-        )
+    except FloatingPointError as exc:
+        row.update({field: math.nan for field in ROW_FIELDS if field not in row})
+        row.update(status="diverged", w1_method="", error=str(exc), fit_time=time.perf_counter() - start)
         return row, None
     fit_time = time.perf_counter() - start
     y_true = test.target
     y_pred = model.predict(test.data)
     w1_method = "exact" if n_points <= EXACT_W1_MAX_POINTS else "sliced"
+    report = collapse_diagnostics(model, test.data, y_true, space="symlog", max_queries=256, random_state=seed)
     ratios = spread_ratio(y_true, y_pred, multioutput="raw_values")
-    sr_median = float(np.nanmedian(ratios))
-    corr_scale = across_sample_correlation(y_true, y_pred, statistic="scale")
-    within, across, collapsed = collapse_verdict(sr_median, corr_scale)
     row.update(
         status="ok",
+        energy_symlog=report["energy"],
+        w1_symlog=report["w1"],
         energy=float(energy_distance(y_true, y_pred)),
         w1=float(wasserstein_distance(y_true, y_pred, method=w1_method, random_state=seed)),
         w1_method=w1_method,
-        spread_ratio_median=sr_median,
+        attention_ess=report["attention_ess"],
+        attention_ess_min_head=report["attention_ess_min_head"],
+        spread_ratio_median=report["spread_ratio"],
         spread_ratio_mean=float(np.nanmean(ratios)),
-        corr_scale=float(corr_scale),
+        corr_scale=report["corr_scale"],
         corr_location=float(across_sample_correlation(y_true, y_pred, statistic="location")),
-        collapse_within=within,
-        collapse_across=across,
-        collapsed=collapsed,
+        collapse_attention=report["attention"],
+        collapse_within=report["within"],
+        collapse_across=report["across"],
+        collapsed=report["collapsed"],
         fit_time=fit_time,
     )
     example = None
@@ -300,10 +255,11 @@ def compare_kernels(
             progress(
                 f"[{done}/{len(jobs)}] {task} {tail} {row['kernel']}/{row['transform']} seed {row['seed']}: "
                 + (
-                    f"E={row['energy']:.3g} spread={row['spread_ratio_median']:.2f} "
-                    f"corr={row['corr_scale']:.2f} fit {row['fit_time']:.1f}s"
+                    f"energy(symlog)={row['energy_symlog']:.3f} attention ESS/n={row['attention_ess']:.3f} "
+                    f"spread={row['spread_ratio_median']:.2f} corr={row['corr_scale']:.2f} "
+                    f"fit {row['fit_time']:.1f}s"
                     if row["status"] == "ok"
-                    else f"training diverged (non-finite loss) after {row['fit_time']:.1f}s"
+                    else f"diverged after {row['fit_time']:.1f}s: {row.get('error', '')}"
                 )
             )
     if return_examples:
@@ -311,7 +267,9 @@ def compare_kernels(
     return rows
 
 
-_SUMMARY_METRICS = ("energy", "w1", "spread_ratio_median", "corr_scale", "fit_time")
+_SUMMARY_METRICS = (
+    "energy_symlog", "w1_symlog", "energy", "w1", "attention_ess", "spread_ratio_median", "corr_scale", "fit_time",
+)
 _GROUP_KEYS = ("task", "tail", "tail_index", "kernel", "transform")
 
 
@@ -340,6 +298,7 @@ def summarize(rows):
             out[f"{metric}_std"] = float(values.std(ddof=1)) if len(values) > 1 else math.nan
         n_collapsed = sum(bool(r["collapsed"]) for r in ok)
         out["n_collapsed"] = n_collapsed
+        out["n_attention"] = sum(bool(r["collapse_attention"]) for r in ok)
         out["n_within"] = sum(bool(r["collapse_within"]) for r in ok)
         out["n_across"] = sum(bool(r["collapse_across"]) for r in ok)
         if not ok:
@@ -356,42 +315,51 @@ def summarize(rows):
     return summary
 
 
-def _cell(mean, std, digits=3):
+TABLE_COLUMNS = (
+    "kernel", "transform", "energy [symlog]", "W1 [symlog]", "attn ESS/n", "spread ratio", "corr(scale)",
+    "collapsed [faces]", "across face", "fit (s)",
+)
+
+
+def _fixed(mean, std, digits=3):
+    """Fixed decimals, so that columns line up and compare (0.960, not 0.96 next to 1)."""
     if not np.isfinite(mean):
         return "nan"
-    text = f"{mean:.{digits}g}"
-    if np.isfinite(std):
-        text += f" ± {std:.{max(digits - 1, 1)}g}"
-    return text
+    return f"{mean:.{digits}f}" + (f" ± {std:.{digits}f}" if np.isfinite(std) else "")
 
 
-TABLE_COLUMNS = ("kernel", "transform", "energy", "W1", "spread ratio", "corr(scale)", "collapsed", "fit time (s)")
-
-
-def table_cells(summary):
-    """The printed table as a header and a list of string rows."""
+def table_cells(summary, *, judge=True):
+    """The printed table as a header and a list of string rows (``judge=False``: no verdicts)."""
     body = []
     for s in summary:
+        n_ok = s["n_ok"]
         body.append([
             s["kernel"], s["transform"],
-            _cell(s["energy_mean"], s["energy_std"]),
-            _cell(s["w1_mean"], s["w1_std"]),
-            _cell(s["spread_ratio_median_mean"], s["spread_ratio_median_std"], 2),
-            _cell(s["corr_scale_mean"], s["corr_scale_std"], 2),
-            s["collapsed"] + ("" if s["collapsed"] in ("no", "diverged") else _faces(s)),
-            _cell(s["fit_time_mean"], s["fit_time_std"], 3),
+            _fixed(s["energy_symlog_mean"], s["energy_symlog_std"]),
+            _fixed(s["w1_symlog_mean"], s["w1_symlog_std"]),
+            _fixed(s["attention_ess_mean"], s["attention_ess_std"]),
+            _fixed(s["spread_ratio_median_mean"], s["spread_ratio_median_std"], 2),
+            _fixed(s["corr_scale_mean"], s["corr_scale_std"], 2),
+            (s["collapsed"] + ("" if s["collapsed"] in ("no", "diverged") else _faces(s)))
+            if judge or not n_ok else "too small to judge",
+            ("diverged" if not n_ok else f"{s['n_across']}/{n_ok}") if judge else "-",
+            _fixed(s["fit_time_mean"], math.nan, 1),
         ])
     return list(TABLE_COLUMNS), body
 
 
 def _faces(s):
-    faces = [name for name, n in (("within", s["n_within"]), ("across", s["n_across"])) if n]
+    faces = [name for name, n in (("attention", s["n_attention"]), ("within", s["n_within"])) if n]
     return f" [{', '.join(faces)}]" if faces else ""
 
 
-def format_table(summary, *, title=None):
-    """Render :func:`summarize` output as an aligned text table plus the rule."""
-    header, body = table_cells(summary)
+def format_table(summary, *, title=None, judge=True):
+    """Render :func:`summarize` output as an aligned text table plus the rule.
+
+    ``judge=False`` (runs too small to support a verdict) prints the numbers
+    but no collapse verdict.
+    """
+    header, body = table_cells(summary, judge=judge)
     widths = [max(len(header[j]), *(len(r[j]) for r in body)) for j in range(len(header))]
     lines = []
     if title:
@@ -400,11 +368,54 @@ def format_table(summary, *, title=None):
     lines.append("  ".join("-" * w for w in widths))
     lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body)
     lines.append("")
-    lines.append("energy: squared energy distance; W1: Wasserstein-1; both on held-out measures, lower is better.")
+    lines.append(
+        "energy, W1 [symlog]: squared energy distance and Wasserstein-1 between held-out targets and predictions, "
+        "both after symlog of every coordinate (raw-space distances of infinite-moment data are dominated by a "
+        "few extreme points; the CSV has both); lower is better."
+    )
+    lines.append(
+        "attn ESS/n: trained first-layer attention effective sample size / n (median over held-out measures "
+        "and heads); 1/n means one point takes all the weight."
+    )
     lines.append("spread ratio: median over held-out measures of spread(prediction)/spread(target), 1 is right.")
     lines.append("corr(scale): Spearman correlation across held-out measures of predicted vs target scale.")
     lines.append(VERDICT_RULE)
     return "\n".join(lines)
+
+
+def recommend(summary):
+    """One line naming the best kernel and transform, with the evidence for it.
+
+    The best is the lowest mean symlog energy distance among the (kernel,
+    transform) pairs that neither collapsed nor diverged in any seed; the line
+    says which pairs collapsed, and whether the margin over the runner-up is
+    larger than the seed-to-seed standard deviation (with one seed there is no
+    noise estimate, and the line says so).
+    """
+    usable = [s for s in summary if s["collapsed"] == "no" and np.isfinite(s["energy_symlog_mean"])]
+    failed = [f"{s['kernel']}/{s['transform']}" for s in summary if s["collapsed"] != "no"]
+    failed_text = f"; collapsed or diverged: {', '.join(failed)}" if failed else "; none collapsed"
+    if not usable:
+        return "recommendation: none: every kernel and transform collapsed or diverged" + failed_text + "."
+    usable.sort(key=lambda s: s["energy_symlog_mean"])
+    best = usable[0]
+    name = f"kernel={best['kernel']!r}, transform={best['transform'] if best['transform'] != 'none' else None!r}"
+    evidence = (
+        f"lowest held-out energy [symlog] {best['energy_symlog_mean']:.3f} with attention ESS/n "
+        f"{best['attention_ess_mean']:.3f}"
+    )
+    if len(usable) > 1:
+        runner = usable[1]
+        margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]
+        noise = np.nanmax([best["energy_symlog_std"], runner["energy_symlog_std"]])
+        evidence += f", next {runner['kernel']}/{runner['transform']} at {runner['energy_symlog_mean']:.3f}"
+        if not np.isfinite(noise):
+            evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell)"
+        elif margin <= noise:
+            evidence += f" (margin {margin:.3f} within seed noise {noise:.3f}: about as good)"
+        else:
+            evidence += f" (margin {margin:.3f} beyond seed noise {noise:.3f})"
+    return f"recommendation: {name}: {evidence}{failed_text}."
 
 
 def stderr_progress(message):
