@@ -407,7 +407,8 @@ def recommend(summary):
     if len(usable) > 1:
         runner = usable[1]
         margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]
-        noise = np.nanmax([best["energy_symlog_std"], runner["energy_symlog_std"]])
+        stds = [v for v in (best["energy_symlog_std"], runner["energy_symlog_std"]) if np.isfinite(v)]
+        noise = max(stds) if stds else math.nan
         evidence += f", next {runner['kernel']}/{runner['transform']} at {runner['energy_symlog_mean']:.3f}"
         if not np.isfinite(noise):
             evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell)"

@@ -174,3 +174,5 @@ def test_recommendation_names_best_uncollapsed_and_noise():
                                 + [_row(kernel="poly", energy_symlog=e) for e in (0.11, 0.13)]))
     assert "within seed noise" in close
     assert recommend(summarize([_row(collapsed=True)])).startswith("recommendation: none")
+    one_seed = recommend(summarize([_row(kernel="log"), _row(kernel="poly", energy_symlog=0.3)]))
+    assert "one seed: no estimate of seed noise" in one_seed and "none collapsed" in one_seed
