@@ -119,7 +119,9 @@ def collapse_verdict(*, attention_ess=None, spread_ratio=None, across_correlatio
     return {"attention": attention, "within": within, "across": across, "collapsed": collapsed}
 
 
-def collapse_diagnostics(estimator, X, y, *, space="symlog", layer=0, max_queries=256, random_state=0):
+def collapse_diagnostics(
+    estimator, X, y, *, y_pred=None, space="symlog", layer=0, max_queries=256, random_state=0
+):
     """Measure every face of collapse of a fitted model on held-out measures.
 
     Parameters
@@ -128,6 +130,8 @@ def collapse_diagnostics(estimator, X, y, *, space="symlog", layer=0, max_querie
         A fitted model.
     X, y : array-like of shape (n_samples, n_points, n_features) or lists
         Held-out input and target measures (at least 3, for the correlation).
+    y_pred : array-like or list, default=None
+        ``estimator.predict(X)`` when the caller already has it; predicted here otherwise.
     space : {"raw", "symlog"}, default="symlog"
         Space of the energy distance and W1 reported next to the faces (the
         faces themselves are scale-free).
@@ -171,7 +175,8 @@ def collapse_diagnostics(estimator, X, y, *, space="symlog", layer=0, max_querie
 
     space = _check_space(space)
     ess = estimator.attention_ess(X, layer=layer, max_queries=max_queries, random_state=random_state)
-    y_pred = estimator.predict(X)
+    if y_pred is None:
+        y_pred = estimator.predict(X)
     ratios = spread_ratio(y, y_pred, multioutput="raw_values")
     corr = across_sample_correlation(y, y_pred, statistic="scale")
     n_points = max(np.shape(m)[0] for m in y_pred)

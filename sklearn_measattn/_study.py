@@ -107,7 +107,9 @@ def _fit_one_inner(task, data_params, kernel, transform, seed, n_test, model_par
     y_true = test.target
     y_pred = model.predict(test.data)
     w1_method = "exact" if n_points <= EXACT_W1_MAX_POINTS else "sliced"
-    report = collapse_diagnostics(model, test.data, y_true, space="symlog", max_queries=256, random_state=seed)
+    report = collapse_diagnostics(
+        model, test.data, y_true, y_pred=y_pred, space="symlog", max_queries=256, random_state=seed
+    )
     ratios = spread_ratio(y_true, y_pred, multioutput="raw_values")
     row.update(
         status="ok",
