@@ -33,6 +33,16 @@ def is_ragged(X) -> bool:
         return False
 
 
+def _from_tensor(X):
+    """A torch tensor as a numpy array (detached, on the CPU); anything else as is.
+
+    ``np.asarray`` refuses tensors that require grad or live on a GPU.
+    """
+    if hasattr(X, "detach") and hasattr(X, "cpu") and hasattr(X, "numpy"):
+        return X.detach().cpu().numpy()
+    return X
+
+
 def _reject_bad_dtype(X, input_name):
     dtype = getattr(X, "dtype", None)
     if dtype is not None and dtype.kind in "USV":
@@ -48,6 +58,7 @@ def _reject_bad_dtype(X, input_name):
 
 
 def _check_dense(X, input_name, dtype, ensure_min_points):
+    X = _from_tensor(X)
     X_arr = X if isinstance(X, np.ndarray) else None
     if X_arr is None:
         try:
@@ -131,7 +142,7 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
         On non-numeric or complex data.
     """
     if is_ragged(X):
-        arrays = [_check_dense(np.asarray(x)[np.newaxis], f"{input_name}[{i}]", dtype, ensure_min_points)[0]
+        arrays = [_check_dense(x[np.newaxis], f"{input_name}[{i}]", dtype, ensure_min_points)[0]
                   for i, x in enumerate(_as_arrays(X, input_name))]
         n_features = {a.shape[1] for a in arrays}
         if len(n_features) > 1:
@@ -155,7 +166,7 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
 def _as_arrays(X, input_name):
     out = []
     for i, x in enumerate(X):
-        arr = np.asarray(x)
+        arr = np.asarray(_from_tensor(x))
         _reject_bad_dtype(arr, f"{input_name}[{i}]")
         out.append(arr)
     return out
@@ -192,9 +203,9 @@ def check_point_weights(weights, shape, *, input_name="sample_weight", dtype=np.
     arr = check_array(arr, dtype=dtype, ensure_all_finite=True, input_name=input_name)
     if np.any(arr < 0):
         raise ValueError(f"{input_name} has negative entries; point weights must be >= 0 (0 means absent).")
-    totals = arr.sum(axis=1)
-    if np.any(totals <= 0):
-        bad = np.flatnonzero(totals <= 0)[:5].tolist()
+    empty = arr.max(axis=1) <= 0  # not the sum, which may overflow
+    if np.any(empty):
+        bad = np.flatnonzero(empty)[:5].tolist()
         raise ValueError(
             f"{input_name} sums to 0 for measure(s) {bad}; every measure needs at least "
             "one point with positive weight."
@@ -235,13 +246,35 @@ def check_measure_pair(y_true, y_pred, *, weights_true=None, weights_pred=None):
     return y_true, y_pred, w_true, w_pred
 
 
+def _pad_ragged_weights(weights, ragged_weights, shape, input_name):
+    """Per-measure weight vectors of a ragged batch, zero-padded like the measures."""
+    counts = [shape[1]] * shape[0] if ragged_weights is None else (ragged_weights > 0).sum(axis=1).tolist()
+    if len(weights) != shape[0]:
+        raise ValueError(f"{input_name} has {len(weights)} weight vectors for {shape[0]} measures.")
+    padded = np.zeros(shape[:2])
+    for i, (w, count) in enumerate(zip(weights, counts)):
+        w = np.asarray(w)
+        _reject_bad_dtype(w, f"{input_name}[{i}]")
+        if w.ndim != 1 or w.shape[0] != count:
+            raise ValueError(
+                f"{input_name}[{i}] must be a 1-D array with one weight per point of measure {i} "
+                f"({count} points), got shape {w.shape}."
+            )
+        padded[i, :count] = check_array(w[np.newaxis], dtype=np.float64, input_name=f"{input_name}[{i}]")[0]
+    return padded
+
+
 def _combine_weights(weights, ragged_weights, shape, input_name):
+    if isinstance(weights, (list, tuple)) and len({np.shape(w) for w in weights}) > 1:
+        weights = _pad_ragged_weights(weights, ragged_weights, shape, input_name)
     weights = check_point_weights(weights, shape, input_name=input_name)
     if weights is None:
         weights = np.ones(shape[:2]) if ragged_weights is None else ragged_weights.astype(np.float64)
     elif ragged_weights is not None:
         weights = weights * ragged_weights
         check_point_weights(weights, shape, input_name=f"{input_name} (after removing padding)")
+    # relative to each measure's largest weight first, so a total beyond float64 does not overflow
+    weights = weights / weights.max(axis=1, keepdims=True)
     return weights / weights.sum(axis=1, keepdims=True)
 
 

@@ -208,8 +208,12 @@ class AttentionKernel:
 
     @property
     def is_softmax(self) -> bool:
-        """Whether this is plain softmax (so fused SDPA kernels apply)."""
-        return self.name == "softmax" and not self.params
+        """Whether this is plain softmax (so fused SDPA kernels apply).
+
+        Decided by what the kernel computes, the built-in ``g(s) = s``, never by
+        its name: a user kernel called ``"softmax"`` runs as the user wrote it.
+        """
+        return self.log_weight is _g_softmax
 
 
 def _g_softmax(s):
@@ -284,6 +288,10 @@ def _d_softplus(s):
     return _SoftplusFactorization().derivative(s)
 
 
+#: Degrees of the poly kernel for which ``g`` and ``g'`` are finite in float32.
+_DEGREE_RANGE = (1e-3, 1e3)
+
+
 def _check_degree(degree):
     if isinstance(degree, bool) or not isinstance(degree, numbers.Real):
         raise TypeError(
@@ -291,11 +299,14 @@ def _check_degree(degree):
             f"of type {type(degree).__name__}."
         )
     degree = float(degree)
-    if not (math.isfinite(degree) and degree > 0):
+    low, high = _DEGREE_RANGE
+    if not low <= degree <= high:
         raise ValueError(
-            f"poly kernel: degree must be a finite number > 0, got {degree!r}. "
+            f"poly kernel: degree must be a number in [{low:g}, {high:g}], got {degree!r}. "
             "Use degree=1 (the default) for the slowest polynomial growth; large "
-            "degrees approach softmax."
+            "degrees approach softmax (already at degree 1000 for the scores a "
+            "float32 network produces), and outside this range s / degree over- or "
+            "underflows float32."
         )
     return degree
 

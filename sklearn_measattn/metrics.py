@@ -119,9 +119,21 @@ def _check_sample_weight(sample_weight, n_samples):
     return sw
 
 
-def _aggregate(values, sample_weight, multioutput):
-    """Per-sample values -> float or array, ignoring NaN samples in the average."""
+def _aggregate(values, sample_weight, multioutput, *, undefined_ok=False):
+    """Per-sample values -> float or array.
+
+    NaN marks a sample on which the metric is undefined; only a metric that
+    documents such samples (and warns about them, ``undefined_ok``) may leave
+    them out of the average. The mean is taken relative to the largest value,
+    so that values near the float64 limit do not overflow their sum.
+    """
     values = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(values) & ~(np.isnan(values) & undefined_ok)
+    if np.any(bad):
+        raise FloatingPointError(
+            f"The metric is not finite ({values[bad][0]}) for sample(s) {np.flatnonzero(bad)[:5].tolist()} "
+            "although the measures are finite; please report this with the data that produced it."
+        )
     if multioutput == "raw_values":
         return values
     sw = np.ones_like(values) if sample_weight is None else sample_weight
@@ -129,7 +141,46 @@ def _aggregate(values, sample_weight, multioutput):
     total = sw[ok].sum()
     if not np.any(ok) or total <= 0:
         return float("nan")
-    return float(np.sum(sw[ok] * values[ok]) / total)
+    largest = float(np.max(np.abs(values[ok])))
+    if largest == 0.0:
+        return 0.0
+    return float(largest * (np.sum((sw[ok] / total) * (values[ok] / largest))))
+
+
+def _binary_scale(*arrays):
+    """The power of two just above the largest ``|entry|`` (1 for all-zero arrays).
+
+    Dividing by a power of two is exact in floating point, so measures brought to
+    unit scale this way keep every digit, and distances of homogeneous degree
+    ``k`` are ``scale**k`` times the distance of the scaled measures: squares and
+    powers then neither overflow (data near 1e200) nor underflow (near 1e-200).
+    """
+    largest = max((float(np.max(np.abs(a))) if a.size else 0.0) for a in arrays)
+    if largest == 0.0:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(largest)[1])
+
+
+def _times_power(value, scale, degree, what):
+    """``value * scale**degree`` for ``value >= 0``, raising instead of overflowing or underflowing."""
+    if value == 0.0 or degree == 0.0:
+        return float(value)
+    log_result = math.log(value) + degree * math.log(scale)
+    if log_result > _LOG_FLOAT_MAX:
+        raise ValueError(
+            f"The {what} of these measures is about 10^{log_result / math.log(10):.0f}, beyond the "
+            "float64 range. Compare them in space='symlog' (make_measure_scorer / to_space) or rescale."
+        )
+    result = math.exp(log_result)
+    if result == 0.0:
+        raise ValueError(
+            f"The {what} of these measures is about 10^{log_result / math.log(10):.0f}, below the "
+            "smallest float64. Rescale the measures (the distance is homogeneous in their scale)."
+        )
+    return result
+
+
+_LOG_FLOAT_MAX = math.log(np.finfo(np.float64).max)
 
 
 def _support(x, w):
@@ -162,15 +213,22 @@ def _weighted_median(values, weights, tol=1e-9):
     return float(values[min(idx, values.size - 1)])
 
 
-def _median_pairwise_distance(x, w):
-    """Weighted median of |X - X'| over pairs of distinct points (weights w_i w_j)."""
+def _log_median_pairwise_distance(x, w):
+    """Log of the weighted median of |X - X'| over pairs of distinct points.
+
+    ``-inf`` when the median is 0 (a single point, or all points equal). Logs,
+    because the median of measures near 1e200 does not fit float64 squared
+    and ratios of two of them may not fit at all.
+    """
     x, w = _support(x, w)
     if x.shape[0] < 2:
-        return 0.0
+        return -math.inf
+    scale = _binary_scale(x)
     iu = np.triu_indices(x.shape[0], k=1)
-    d = cdist(x, x)[iu]
+    d = cdist(x / scale, x / scale)[iu]
     pw = w[iu[0]] * w[iu[1]]
-    return _weighted_median(d, pw)
+    median = _weighted_median(d, pw)
+    return math.log(median) + math.log(scale) if median > 0 else -math.inf
 
 
 # --------------------------------------------------------------------------- #
@@ -179,35 +237,56 @@ def _median_pairwise_distance(x, w):
 def _wasserstein_one(x, a, y, b, p, method, reg, projections):
     x, a = _support(x, a)
     y, b = _support(y, b)
+    # W_p is homogeneous of degree 1: solve at unit scale, scale the result back.
+    scale = _binary_scale(x, y)
+    x, y = x / scale, y / scale
     if method == "sliced":
         if len(x) == len(y) and np.ptp(a) == 0 and np.ptp(b) == 0:
             # Equal-size uniform clouds: the 1-D optimal plan pairs sorted
             # projections, ~6x faster than POT's general quantile routine.
-            x_sorted = np.sort(x @ projections, axis=0)
-            y_sorted = np.sort(y @ projections, axis=0)
-            return float(np.mean(np.abs(x_sorted - y_sorted) ** p) ** (1.0 / p))
+            gaps = np.abs(np.sort(x @ projections, axis=0) - np.sort(y @ projections, axis=0))
+            largest = float(gaps.max())
+            if largest == 0.0:
+                return 0.0
+            # relative to the largest gap, so that a large p neither over- nor underflows
+            return float(scale * largest * np.mean((gaps / largest) ** p) ** (1.0 / p))
         value = ot.sliced_wasserstein_distance(x, y, a, b, p=p, projections=projections)
-        return float(value)
+        return float(scale * value)
     # scipy's cdist, not ot.dist: ot.dist expands |x|^2 + |y|^2 - 2<x, y>, which
     # leaves ~1e-8 on the diagonal of identical clouds instead of 0.
-    M = cdist(x, y, "euclidean")
-    if p == 2:
-        M = cdist(x, y, "sqeuclidean")
-    elif p != 1:
-        M = M**p
+    distances = cdist(x, y, "euclidean")
+    largest = _binary_scale(distances)
+    if float(distances.max()) == 0.0:
+        return 0.0
+    # Costs relative to the largest distance (a power of two): for large p the
+    # raw |x - y|^p would overflow.
+    M = cdist(x / largest, y / largest, "sqeuclidean") if p == 2 else (distances / largest) ** p
     if method == "exact":
-        cost = ot.emd2(a, b, M, numItermax=max(100000, 50 * x.shape[0] * y.shape[0]))
+        plan = ot.emd(a, b, M, numItermax=max(100000, 50 * x.shape[0] * y.shape[0]))
+        cost = float(np.sum(plan * M))
+        if cost <= 0.0 and float(np.sum(plan * distances)) > 0.0:
+            raise ValueError(
+                f"W_p with p={p:g} underflows float64 on these measures: the transport costs "
+                f"(|x - y| / max|x - y|)^p are all below 1e-308. Use a smaller p."
+            )
     else:
+        reg_scaled = reg / (scale * largest) ** p
+        if not (np.isfinite(reg_scaled) and reg_scaled > 0):
+            raise ValueError(
+                f"reg={reg!r} cannot be expressed at the scale of these measures (costs up to "
+                f"{scale * largest:.3g}^{p:g}); reg is absolute, in units of |x - y|^p. Use "
+                "method='exact' or 'sliced', which work at every scale."
+            )
         cost = ot.sinkhorn2(
-            a, b, M, reg, method="sinkhorn_stabilized", numItermax=5000, stopThr=1e-9, warn=True
+            a, b, M, reg_scaled, method="sinkhorn_stabilized", numItermax=5000, stopThr=1e-9, warn=True
         )
         if not np.isfinite(float(cost)):
             raise ValueError(
                 f"Sinkhorn returned a non-finite cost ({float(cost)}) for ground costs up to "
-                f"{float(M.max()):.3g} with reg={reg!r}; reg is absolute, in units of |x - y|^p. "
+                f"{scale * largest:.3g}^{p:g} with reg={reg!r}; reg is absolute, in units of |x - y|^p. "
                 "Raise reg to the scale of the costs, or use method='exact'."
             )
-    return float(max(float(cost), 0.0) ** (1.0 / p))
+    return float(scale * largest * max(float(cost), 0.0) ** (1.0 / p))
 
 
 def wasserstein_distance(
@@ -423,9 +502,13 @@ def energy_distance(
     for i in range(y_true.shape[0]):
         x, a = _support(y_true[i], w_true[i])
         y, b = _support(y_pred[i], w_pred[i])
+        # E is homogeneous of degree beta: computed at unit scale, scaled back.
+        scale = _binary_scale(x, y)
+        x, y = x / scale, y / scale
         cross = _weighted_distance_moment(x, a, y, b, beta)
-        values[i] = max(2.0 * cross - _weighted_distance_moment(x, a, x, a, beta)
-                        - _weighted_distance_moment(y, b, y, b, beta), 0.0)
+        unit = max(2.0 * cross - _weighted_distance_moment(x, a, x, a, beta)
+                   - _weighted_distance_moment(y, b, y, b, beta), 0.0)
+        values[i] = _times_power(unit, scale, beta, "energy distance")
     return _aggregate(values, sw, multioutput)
 
 
@@ -526,15 +609,20 @@ def mmd(
     for i in range(y_true.shape[0]):
         x, a = _support(y_true[i], w_true[i])
         y, b = _support(y_pred[i], w_pred[i])
+        # The kernel depends on |x - y| / h only: measure both at unit scale.
+        scale = _binary_scale(x, y)
+        x, y = x / scale, y / scale
         if bandwidth == "median":
-            h = _median_bandwidth(np.concatenate([x, y]), np.concatenate([a, b]) / 2.0)
+            log_h = math.log(_median_bandwidth(np.concatenate([x, y]), np.concatenate([a, b]) / 2.0))
         else:
-            h = bandwidth
-        gamma = 1.0 / (2.0 * h * h)
-        kxx = np.exp(-gamma * cdist(x, x, "sqeuclidean"))
-        kyy = np.exp(-gamma * cdist(y, y, "sqeuclidean"))
-        kxy = np.exp(-gamma * cdist(x, y, "sqeuclidean"))
-        values[i] = max(a @ kxx @ a + b @ kyy @ b - 2.0 * (a @ kxy @ b), 0.0)
+            log_h = math.log(bandwidth) - math.log(scale)
+
+        def gram(u, v):
+            # log(0) = -inf on the diagonal gives kernel 1; overflow to inf, kernel 0
+            with np.errstate(divide="ignore", over="ignore"):
+                return np.exp(-0.5 * np.exp(2.0 * (np.log(cdist(u, v)) - log_h)))
+
+        values[i] = max(a @ gram(x, x) @ a + b @ gram(y, y) @ b - 2.0 * (a @ gram(x, y) @ b), 0.0)
     return _aggregate(values, sw, multioutput)
 
 
@@ -600,11 +688,17 @@ def spread_ratio(
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
-    s_true = np.array([_median_pairwise_distance(y_true[i], w_true[i]) for i in range(len(y_true))])
-    s_pred = np.array([_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(len(y_pred))])
+    log_true = np.array([_log_median_pairwise_distance(y_true[i], w_true[i]) for i in range(len(y_true))])
+    log_pred = np.array([_log_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(len(y_pred))])
     ratio = np.full(len(y_true), np.nan)
-    ok = s_true > 0
-    ratio[ok] = s_pred[ok] / s_true[ok]
+    ok = np.isfinite(log_true)
+    log_ratio = log_pred[ok] - log_true[ok]
+    if np.any(log_ratio > _LOG_FLOAT_MAX):
+        raise ValueError(
+            "spread_ratio overflows float64: some predicted ensembles are more than 1e308 times "
+            "as spread as their targets. Compare the measures in symlog space (to_space)."
+        )
+    ratio[ok] = np.exp(log_ratio)
     if not np.all(ok):
         bad = np.flatnonzero(~ok)[:5].tolist()
         what = "every sample, so the result is nan" if not np.any(ok) else "them, left out of the average"
@@ -614,7 +708,7 @@ def spread_ratio(
             UndefinedMetricWarning,
             stacklevel=2,
         )
-    return _aggregate(ratio, sw, multioutput)
+    return _aggregate(ratio, sw, multioutput, undefined_ok=True)
 
 
 def _spearman(u, v):
@@ -708,8 +802,9 @@ def across_sample_correlation(
             "pass a larger batch of measures."
         )
     if statistic == "scale":
-        t = np.array([_median_pairwise_distance(y_true[i], w_true[i]) for i in range(n_samples)])
-        p = np.array([_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(n_samples)])
+        # ranks of the log spreads: the same ranks, and no overflow near 1e200
+        t = np.array([_log_median_pairwise_distance(y_true[i], w_true[i]) for i in range(n_samples)])
+        p = np.array([_log_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(n_samples)])
         return _spearman(t, p)
     t = np.stack([_weighted_location(y_true[i], w_true[i]) for i in range(n_samples)])
     p = np.stack([_weighted_location(y_pred[i], w_pred[i]) for i in range(n_samples)])
@@ -724,7 +819,7 @@ def _check_projections(projections, n_features, d_head):
     mats = []
     for name, W in zip(("W_q", "W_k"), projections):
         W = np.asarray(W, dtype=np.float64)
-        if W.ndim != 2 or W.shape[0] != n_features:
+        if W.ndim != 2 or W.shape[0] != n_features or W.shape[1] < 1:
             raise ValueError(
                 f"projections {name} must have shape (n_features, d_head) = ({n_features}, d_head), "
                 f"got {W.shape}."
@@ -740,6 +835,18 @@ def _check_projections(projections, n_features, d_head):
             "leave d_head=None when passing projections."
         )
     return mats
+
+
+def _check_scores_finite(q, k, sample):
+    """Raise when the attention scores of a measure may overflow float64 (Cauchy-Schwarz bound)."""
+    bound = float(q.abs().amax()) * float(k.abs().amax()) / math.sqrt(q.shape[-1])
+    if not math.isfinite(bound):
+        raise ValueError(
+            f"The attention scores of measure {sample} reach about {bound:.3g}, at the edge of the "
+            "float64 range, so its attention weights cannot be computed. At such magnitudes softmax "
+            "attention is collapsed (ESS/n near 1/n); apply symlog first (preprocessing.symlog) "
+            "to measure the ESS of a model that sees the data on a logarithmic scale."
+        )
 
 
 def attention_ess(
@@ -871,6 +978,7 @@ def attention_ess(
             for i, queries in enumerate(query_sets):
                 q = (Xt[i, queries] @ Wq_t)[None, None]
                 k = (Xt[i] @ Wk_t)[None, None]
+                _check_scores_finite(q, k, i)
                 ess = torch.cat([
                     1.0 / (attn * attn).sum(dim=-1)[0, 0]
                     for _, _, attn in _attention_weight_blocks(q, k, kernel_obj, log_a[i][None, :])
@@ -887,12 +995,30 @@ def attention_ess(
 # --------------------------------------------------------------------------- #
 # scorers
 # --------------------------------------------------------------------------- #
+def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=None, sample_weight=None):
+    """Mean over samples of ``|log spread_ratio|``: 0 for the right spread, growing
+    alike for collapsed (ratio 0.1) and for over-dispersed (ratio 10) predictions."""
+    ratio = spread_ratio(
+        y_true, y_pred, weights_true=weights_true, weights_pred=weights_pred, multioutput="raw_values"
+    )
+    with np.errstate(divide="ignore"):
+        deviation = np.abs(np.log(ratio))
+    if np.any(np.isinf(deviation)):
+        # a prediction collapsed to one point: the worst spread there is
+        deviation[np.isinf(deviation)] = np.finfo(np.float64).max / max(1, len(deviation))
+    sw = _check_sample_weight(sample_weight, len(ratio))
+    return _aggregate(deviation, sw, "uniform_average", undefined_ok=True)
+
+
+# Each metric with its fixed arguments and, in one place, what its scorer
+# minimises: the metric itself for distances, |log ratio| for the spread ratio,
+# whose ideal is 1 (scoring the ratio itself would reward collapsed models).
 _METRICS = {
-    "energy_distance": (energy_distance, {}),
-    "wasserstein_distance": (wasserstein_distance, {}),
-    "sliced_wasserstein_distance": (wasserstein_distance, {"method": "sliced"}),
-    "mmd": (mmd, {}),
-    "spread_ratio": (spread_ratio, {}),
+    "energy_distance": (energy_distance, {}, energy_distance),
+    "wasserstein_distance": (wasserstein_distance, {}, wasserstein_distance),
+    "sliced_wasserstein_distance": (wasserstein_distance, {"method": "sliced"}, wasserstein_distance),
+    "mmd": (mmd, {}, mmd),
+    "spread_ratio": (spread_ratio, {}, _spread_log_deviation),
 }
 # Short names, as in ``make_measure_scorer("energy", space="symlog")``.
 _METRIC_ALIASES = {"energy": "energy_distance", "wasserstein": "wasserstein_distance",
@@ -968,15 +1094,17 @@ class _InSpace:
         return f"{getattr(self.func, '__name__', self.func)} in {self.space} space"
 
 
-def make_measure_scorer(metric, *, greater_is_better=False, space="raw", **kwargs):
+def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs):
     """Build a scikit-learn scorer from a measure metric.
 
     The scorer calls ``estimator.predict(X)`` (which must return measures, e.g.
-    a 3-D array) and compares it with ``y`` sample by sample; it returns the
-    metric, sign-flipped when ``greater_is_better=False`` so that larger is
-    always better, as ``GridSearchCV`` and ``cross_val_score`` expect. It is a
-    ``sklearn.metrics.make_scorer`` object, so ``sample_weight`` and metadata
-    routing work as for any scorer.
+    a 3-D array) and compares it with ``y`` sample by sample; larger scores are
+    always better, as ``GridSearchCV`` and ``cross_val_score`` expect. Named
+    metrics have their direction built in: distances score as their negative,
+    and ``"spread_ratio"``, whose ideal is 1, as ``-mean |log ratio|`` (so a
+    collapsed model, ratio 0.01, loses to the right one, ratio 1, and ratio 10
+    counts as badly as ratio 0.1). It is a ``sklearn.metrics.make_scorer``
+    object, so ``sample_weight`` and metadata routing work as for any scorer.
 
     Parameters
     ----------
@@ -985,8 +1113,10 @@ def make_measure_scorer(metric, *, greater_is_better=False, space="raw", **kwarg
         (``"wasserstein"``), ``"sliced_wasserstein_distance"``
         (``"sliced_wasserstein"``), ``"mmd"``, ``"spread_ratio"``, or a
         callable ``metric(y_true, y_pred, **kwargs) -> float``.
-    greater_is_better : bool, default=False
-        Whether larger metric values are better (False for distances).
+    greater_is_better : bool or None, default=None
+        Whether larger values of a callable ``metric`` are better; ``None``
+        means False (a distance). Named metrics fix their own direction, and
+        giving one that contradicts it raises.
     space : {"raw", "symlog"}, default="raw"
         Where the measures are compared: as predicted, or after
         ``sign(y) * log1p(|y|)`` of every coordinate of both the target and
@@ -1036,13 +1166,19 @@ def make_measure_scorer(metric, *, greater_is_better=False, space="raw", **kwarg
                 f"{', '.join(repr(m) for m in (*_METRICS, *_METRIC_ALIASES))}, "
                 "or pass a callable metric(y_true, y_pred, **kwargs)."
             )
-        func, fixed = _METRICS[metric]
+        func, fixed, scored = _METRICS[metric]
         clash = sorted(set(fixed) & set(kwargs))
         if clash:
             raise ValueError(f"{metric!r} fixes {clash}; use 'wasserstein_distance' to choose them.")
+        if greater_is_better:
+            ideal = "is best at 1 and scores as -mean |log ratio|" if metric == "spread_ratio" else "is a distance"
+            raise ValueError(
+                f"greater_is_better=True would reward the wrong models: {metric!r} {ideal}, so its "
+                "scorer already makes larger scores better. Leave greater_is_better unset."
+            )
         kwargs = {**fixed, **kwargs}
     elif callable(metric):
-        func = metric
+        func = scored = metric
     else:
         raise TypeError(f"metric must be a metric name or a callable, got {metric!r}.")
     try:
@@ -1058,8 +1194,8 @@ def make_measure_scorer(metric, *, greater_is_better=False, space="raw", **kwarg
     if isinstance(metric, str):
         _validate_kwargs(func, kwargs)
     if space != "raw":
-        func = _InSpace(func, space)
-    return make_scorer(func, greater_is_better=greater_is_better, **kwargs)
+        scored = _InSpace(scored, space)
+    return make_scorer(scored, greater_is_better=bool(greater_is_better), **kwargs)
 
 
 def _validate_kwargs(func, kwargs):

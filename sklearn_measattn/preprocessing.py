@@ -10,6 +10,8 @@ n_features)`` to a batch of the same shape, and it is exactly invertible.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -49,16 +51,17 @@ def symlog(X, scale=1.0):
     array([-1.,  0.,  1.])
     """
     X = np.asarray(X)
-    if X.dtype not in FLOAT_DTYPES:
-        X = X.astype(np.float64)
-    absX = np.abs(X)
+    dtype = X.dtype if X.dtype in FLOAT_DTYPES else np.dtype(np.float64)
+    # In float64 whatever the dtype: a scale outside float32's range (1e-50, 1e50)
+    # would become 0 or inf there.
+    absX = np.abs(X.astype(np.float64, copy=False))
     with np.errstate(over="ignore"):
-        ratio = absX / X.dtype.type(scale)
+        ratio = absX / float(scale)
     out = np.log1p(ratio)
     overflow = np.isinf(ratio) & np.isfinite(absX)
     if np.any(overflow):  # |X| / scale overflowed: log1p(r) = log(|X|) - log(scale)
-        out[overflow] = np.log(absX[overflow]) - np.log(X.dtype.type(scale))
-    return np.copysign(out, X)
+        out[overflow] = np.log(absX[overflow]) - math.log(scale)
+    return np.copysign(out, X).astype(dtype, copy=False)
 
 
 def inverse_symlog(Y, scale=1.0):
@@ -90,18 +93,17 @@ def inverse_symlog(Y, scale=1.0):
     True
     """
     Y = np.asarray(Y)
-    if Y.dtype not in FLOAT_DTYPES:
-        Y = Y.astype(np.float64)
-    scale = Y.dtype.type(scale)
-    absY = np.abs(Y)
+    dtype = Y.dtype if Y.dtype in FLOAT_DTYPES else np.dtype(np.float64)
+    scale = float(scale)
+    absY = np.abs(Y.astype(np.float64, copy=False))
     with np.errstate(over="ignore"):
         out = scale * np.expm1(absY)
         overflow = np.isinf(out) & np.isfinite(absY)
         if np.any(overflow):  # expm1 overflowed before the multiplication by scale
-            out[overflow] = np.exp(absY[overflow] + np.log(scale))
-    finfo = np.finfo(out.dtype)
-    np.minimum(out, finfo.max, out=out, where=np.isfinite(absY))
-    return np.copysign(out, Y)
+            out[overflow] = np.exp(absY[overflow] + math.log(scale))
+    # saturate at the largest finite value of the output dtype, then cast
+    np.minimum(out, float(np.finfo(dtype).max), out=out, where=np.isfinite(absY))
+    return np.copysign(out, Y).astype(dtype, copy=False)
 
 
 class SymlogTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
@@ -237,10 +239,24 @@ class SymlogTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         -------
         X_tr : ndarray of the same shape as ``X``
             The transformed data, float32 if ``X`` is float32, else float64.
+
+        Raises
+        ------
+        ValueError
+            When ``scale`` is so large that nonzero values would become 0 in
+            the output dtype (information silently lost otherwise).
         """
         check_is_fitted(self)
         X = self._validate_input(X, reset=False)
-        return symlog(X, self.scale)
+        out = symlog(X, self.scale)
+        lost = (out == 0) & (X != 0)
+        if np.any(lost):
+            raise ValueError(
+                f"scale={self.scale!r} maps nonzero values of X (e.g. {X[lost][0]!r}) to 0 in "
+                f"{out.dtype}: |x| / scale is below its smallest number. Use a scale closer to the "
+                "magnitude of the data, or pass float64 data."
+            )
+        return out
 
     def inverse_transform(self, X):
         """Apply the inverse ``sign(y) * scale * expm1(|y|)`` elementwise.

@@ -304,7 +304,7 @@ def test_make_measure_scorer_and_get_scorer(scale_data):
     assert make_measure_scorer("wasserstein_distance", p=2)(est, X, y) == pytest.approx(
         -wasserstein_distance(y, X, p=2)
     )
-    assert make_measure_scorer("spread_ratio", greater_is_better=True)(est, X, y) == pytest.approx(0.5)
+    assert make_measure_scorer("spread_ratio")(est, X, y) == pytest.approx(-abs(np.log(0.5)))
     custom = make_measure_scorer(lambda yt, yp: float(np.abs(yt - yp).mean()))
     assert custom(est, X, y) == pytest.approx(-np.abs(X).mean())
     sw = np.arange(12.0)
