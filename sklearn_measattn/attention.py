@@ -304,26 +304,24 @@ def _attention_weight_blocks(q, k, kernel, log_weights=None, *, block_elements=_
     stop - start, n_keys)``, so that memory stays O(block * N) for any N.
 
     ``q`` and ``k`` are ``(batch, heads, n, d_head)`` tensors, ``log_weights``
-    ``(batch, n_keys)`` with ``-inf`` at absent points. Logits are floored 300
-    below each row's maximum (at present keys): weights under ``e^-300`` change
-    nothing measurable, and without the floor their ``exp`` underflows into
-    subnormals, which are very slow on CPU.
+    ``(batch, n_keys)`` with ``-inf`` at absent points. Logits more than 300
+    below each row's maximum get weight exactly 0: weights under ``e^-300``
+    change nothing measurable, and their ``exp`` would underflow into
+    subnormals, which are very slow on CPU. (A floor at ``max - 300`` instead
+    would be wrong for logits near 1e300, where ``max - 300 == max``.)
     """
     batch, heads, n_queries, _ = q.shape
     n_keys = k.shape[2]
     scale = 1.0 / math.sqrt(q.shape[-1])
     rows = max(1, min(n_queries, block_elements // max(1, batch * heads * n_keys)))
-    present = None if log_weights is None else torch.isfinite(log_weights)[:, None, None, :]
     k_t = k.transpose(-1, -2)
     for start in range(0, n_queries, rows):
         stop = min(start + rows, n_queries)
         logits = kernel.log_weight(torch.matmul(q[:, :, start:stop], k_t) * scale)
         if log_weights is not None:
             logits = logits + log_weights[:, None, None, :]
-        floor = logits.amax(dim=-1, keepdim=True) - 300.0
-        floored = torch.maximum(logits, floor)
-        logits = floored if present is None else torch.where(present, floored, logits)
-        yield start, stop, torch.softmax(logits, dim=-1)
+        negligible = logits < logits.amax(dim=-1, keepdim=True) - 300.0
+        yield start, stop, torch.softmax(logits.masked_fill(negligible, -math.inf), dim=-1)
 
 
 def _naive_attention(q, k, v, log_weight, log_weights, scale):

@@ -62,6 +62,25 @@ class _MeasureNet(NeuralNetRegressor):
     criterion; ``y_weights`` never reaches the module.
     """
 
+    loader_seed = None
+
+    def get_params_for(self, prefix):
+        params = super().get_params_for(prefix)
+        # Shuffling from a private generator, kept across epochs. The evaluation
+        # loader gets one too: a DataLoader draws a base seed from its generator
+        # (torch's global one by default) even without workers.
+        if prefix in ("iterator_train", "iterator_valid") and self.loader_seed is not None:
+            generators = self.__dict__.setdefault("_loader_generators", {})
+            if prefix not in generators:
+                generators[prefix] = torch.Generator().manual_seed(self.loader_seed)
+            params.setdefault("generator", generators[prefix])
+        return params
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_loader_generators", None)  # recreated from loader_seed when needed
+        return state
+
     def infer(self, x, **fit_params):
         if isinstance(x, dict) and "y_weights" in x:
             x = {key: value for key, value in x.items() if key != "y_weights"}
@@ -375,10 +394,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         net = self._build_net(X.shape[-1], y.shape[-1], config, seed)
-        devices = [config["device"]] if config["device"].startswith("cuda") else []
-        with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(seed)
-            net.fit(inputs, y_model.astype(np.float32))
+        net.fit(inputs, y_model.astype(np.float32))
 
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
@@ -760,6 +776,10 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         return clone(transform)
 
     def _build_net(self, n_features_in, n_features_out, config, seed):
+        loss_params = dict(self.loss_params or {})
+        if self.loss == "sliced" and "generator" not in loss_params:
+            # on the CPU whatever the device: a CUDA generator would not unpickle without CUDA
+            loss_params["generator"] = torch.Generator().manual_seed(seed + 1)
         callbacks = [("stop_on_non_finite", _StopOnNonFinite())]
         # User callbacks run before early stopping so they also see the last epoch.
         for index, callback in enumerate(self.callbacks or []):
@@ -773,7 +793,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         train_split = (
             ValidSplit(self.validation_fraction, stratified=False, random_state=seed) if self.early_stopping else None
         )
-        return _MeasureNet(
+        net = _MeasureNet(
             MeasureTransformer,
             module__n_features_in=n_features_in,
             module__n_features_out=n_features_out,
@@ -786,9 +806,12 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
             module__kernel_params=self.kernel_params,
             module__norm_first=self.norm == "pre",
             module__attention_backend=self.attention_backend,
+            # Private generators for weights, dropout, shuffling and loss
+            # projections: torch's global generator is shared by every thread.
+            module__random_state=seed,
             criterion=MeasureLoss,
             criterion__name=self.loss,
-            **{f"criterion__{key}": value for key, value in (self.loss_params or {}).items()},
+            **{f"criterion__{key}": value for key, value in loss_params.items()},
             optimizer=torch.optim.AdamW,
             lr=self.lr,
             optimizer__weight_decay=self.weight_decay,
@@ -800,6 +823,8 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
             device=config["device"],
             verbose=self.verbose,
         )
+        net.loader_seed = seed
+        return net
 
 
 def _as_batch(X, x_weights, y_weights):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
+import numbers
+
 import torch
 from torch import nn
 
@@ -90,6 +94,43 @@ class KernelMultiheadAttention(nn.Module):
         return q, k
 
 
+class _Dropout(nn.Dropout):
+    """``nn.Dropout`` drawing its masks from ``generator`` when one is set.
+
+    ``nn.Dropout`` draws from torch's process-global generator, which other
+    threads share; a private generator keeps a seeded fit reproducible while
+    they draw from it.
+    """
+
+    generator = None
+
+    def forward(self, x):
+        if self.generator is None or not self.training or self.p == 0:
+            return super().forward(x)
+        if self.generator.device != x.device:
+            seed = int(torch.randint(2**62, (1,), generator=self.generator))
+            self.generator = torch.Generator(device=x.device).manual_seed(seed)
+        keep = torch.empty_like(x).bernoulli_(1.0 - self.p, generator=self.generator)
+        return x * keep / (1.0 - self.p)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if self.generator is not None and self.generator.device.type != "cpu":
+            state["generator"] = None  # a CUDA generator would not unpickle without CUDA
+        return state
+
+
+def _as_generator(random_state):
+    """A private ``torch.Generator`` from an int seed or a generator."""
+    if isinstance(random_state, torch.Generator):
+        return random_state
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) and random_state >= 0:
+        return torch.Generator().manual_seed(int(random_state))
+    raise TypeError(
+        f"random_state must be None, a non-negative int seed or a torch.Generator, got {random_state!r}."
+    )
+
+
 class _KernelTransformerBlock(nn.Module):
     def __init__(self, d_model, n_heads, dim_feedforward, dropout, activation, norm_first, kernel, kernel_params, backend):
         super().__init__()
@@ -99,13 +140,13 @@ class _KernelTransformerBlock(nn.Module):
         self.feedforward = nn.Sequential(
             nn.Linear(d_model, dim_feedforward),
             _ACTIVATIONS[activation](),
-            nn.Dropout(dropout),
+            _Dropout(dropout),
             nn.Linear(dim_feedforward, d_model),
         )
         self.norm_attention = nn.LayerNorm(d_model)
         self.norm_feedforward = nn.LayerNorm(d_model)
-        self.dropout_attention = nn.Dropout(dropout)
-        self.dropout_feedforward = nn.Dropout(dropout)
+        self.dropout_attention = _Dropout(dropout)
+        self.dropout_feedforward = _Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x, log_weights):
@@ -152,6 +193,11 @@ class MeasureTransformer(nn.Module):
         Activation of the feed-forward networks.
     attention_backend : str, default="auto"
         See :func:`sklearn_measattn.attention.kernel_attention`.
+    random_state : None, int or torch.Generator, default=None
+        Source of the initial weights and of the dropout masks. ``None`` draws
+        from torch's global generator, like any ``nn.Module``; a seed or a
+        generator makes the module reproducible without reading or changing
+        the global generator (so that concurrent threads cannot perturb it).
 
     Examples
     --------
@@ -182,8 +228,10 @@ class MeasureTransformer(nn.Module):
         norm_first=False,
         activation="gelu",
         attention_backend="auto",
+        random_state=None,
     ):
         super().__init__()
+        generator = None if random_state is None else _as_generator(random_state)
         n_features_in = check_positive(n_features_in, "n_features_in", integer=True)
         n_features_out = check_positive(n_features_out, "n_features_out", integer=True)
         d_model = check_positive(d_model, "d_model", integer=True)
@@ -194,16 +242,52 @@ class MeasureTransformer(nn.Module):
             raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
         if activation not in _ACTIVATIONS:
             raise ValueError(f"Unknown activation {activation!r}; valid choices are {', '.join(map(repr, _ACTIVATIONS))}.")
-        self.embedding = nn.Linear(n_features_in, d_model)
-        self.blocks = nn.ModuleList(
-            _KernelTransformerBlock(
-                d_model, n_heads, dim_feedforward, dropout, activation, bool(norm_first),
-                kernel, kernel_params, attention_backend,
+        # Seeded modules are built without drawing from the global generator
+        # (on the meta device, allocated afterwards) and initialised from theirs.
+        with torch.device("meta") if generator is not None else contextlib.nullcontext():
+            self.embedding = nn.Linear(n_features_in, d_model)
+            self.blocks = nn.ModuleList(
+                _KernelTransformerBlock(
+                    d_model, n_heads, dim_feedforward, dropout, activation, bool(norm_first),
+                    kernel, kernel_params, attention_backend,
+                )
+                for _ in range(n_layers)
             )
-            for _ in range(n_layers)
-        )
-        self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.head = nn.Linear(d_model, n_features_out)
+            self.final_norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
+            self.head = nn.Linear(d_model, n_features_out)
+        if generator is not None:
+            self.to_empty(device="cpu")
+            self.reset_parameters(generator=generator)
+
+    def reset_parameters(self, *, generator=None):
+        """Draw fresh initial weights, PyTorch's defaults, from ``generator``.
+
+        Linear layers get ``nn.Linear``'s initialisation (Kaiming-uniform
+        weights, uniform biases in ``+-1/sqrt(fan_in)``), LayerNorms ones and
+        zeros. With a ``generator``, the dropout masks are drawn from it too.
+
+        Parameters
+        ----------
+        generator : torch.Generator, optional
+            Source of the random numbers; ``None`` uses torch's global generator.
+
+        Returns
+        -------
+        self : MeasureTransformer
+        """
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.kaiming_uniform_(module.weight, a=math.sqrt(5), generator=generator)
+                if module.bias is not None:
+                    bound = 1.0 / math.sqrt(module.in_features) if module.in_features > 0 else 0.0
+                    nn.init.uniform_(module.bias, -bound, bound, generator=generator)
+            elif isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
+            elif isinstance(module, _Dropout):
+                module.generator = generator
+            elif next(module.parameters(recurse=False), None) is not None:
+                raise RuntimeError(f"reset_parameters has no initialisation for {type(module).__name__}.")
+        return self
 
     def attention_inputs(self, X, weights=None, *, layer=0):
         """What the attention of block ``layer`` sees: per-head queries, keys, log weights.
