@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
@@ -45,6 +46,13 @@ def _major_minor(version):
 
 def _check_float32_range(X, input_name, transform):
     """The net runs in float32: reject values it would turn into inf, before it does."""
+    if not np.all(np.isfinite(X)):
+        kind = "NaN" if np.any(np.isnan(X)) else "inf"
+        raise ValueError(
+            f"transform={transform!r} produced {kind} values from the finite {input_name}; the "
+            "network needs finite inputs. Check the transformer on these data (e.g. a log of "
+            "negative values), or use transform='symlog', which is finite everywhere."
+        )
     largest = float(np.max(np.abs(X))) if X.size else 0.0
     if largest > _FLOAT32_MAX:
         where = f"after transform={transform!r}, " if transform is not None else ""
@@ -99,31 +107,195 @@ class _MeasureNet(NeuralNetRegressor):
             raise FloatingPointError(
                 f"The network's forward pass produced non-finite outputs ({kind}) at epoch {len(self.history)} "
                 f"({'training' if training else 'validation'} batch), before the loss: "
-                + _nonfinite_forward_hint(self.module_)
+                + _nonfinite_forward_hint(self.module_, X, self.device)
             )
         loss = self.criterion_(y_pred, y_true, pred_weights, true_weights)
         if not bool(torch.isfinite(loss.detach()).all()):
+            name = self.criterion_.name
+            culprit = (
+                f"the user loss {getattr(name, '__name__', name)!r} returned it"
+                if callable(name) else "the distance between prediction and target overflowed (extreme "
+                "target values); use transform='symlog' or rescale y"
+            )
             raise FloatingPointError(
                 f"The loss became {float(loss.detach())} at epoch {len(self.history)} although the network's "
-                "outputs were finite: the distance between prediction and target overflowed (extreme "
-                "target values). Use transform='symlog' or rescale y."
+                f"outputs were finite: {culprit}."
             )
         return loss
 
+    def fit_loop(self, X, y=None, epochs=None, **fit_params):
+        try:
+            return super().fit_loop(X, y, epochs=epochs, **fit_params)
+        except KeyboardInterrupt as exc:
+            if _raised_by_callback(exc):
+                return self  # skorch's way for a callback (EarlyStopping) to end training
+            raise _TrainingInterrupted from None
 
-def _nonfinite_forward_hint(module):
-    """Which parameters are already non-finite, or else what overflowed."""
+
+class _TrainingInterrupted(BaseException):
+    """Carries a KeyboardInterrupt past skorch, which would swallow it."""
+
+
+def _raised_by_callback(exc):
+    """Whether a KeyboardInterrupt was raised by a skorch callback's hook (skorch's
+    convention to stop training, e.g. EarlyStopping) rather than by Ctrl-C."""
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    return isinstance(frame.f_locals.get("self"), Callback) and frame.f_code.co_name.startswith("on_")
+
+
+def _nonfinite_forward_hint(module, batch, device):
+    """Which parameters are already non-finite, or else which layer first went non-finite."""
     bad = [name for name, p in module.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
     if bad:
         return (
             f"parameters {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} are already non-finite "
             "(an optimizer step diverged); use a smaller lr or transform='symlog'."
         )
+    stage = _first_nonfinite_layer(module, batch, device)
+    if stage is not None and stage.endswith(".attention"):
+        kernel = module.get_submodule(stage).kernel
+        if kernel.growth == "user":
+            return (
+                f"the attention in {stage} went non-finite on finite inputs: the user kernel "
+                f"{kernel.name!r} returned inf or nan for some attention scores. Make g finite for "
+                "all scores (e.g. clamp its argument), or use a built-in kernel."
+            )
+        return (
+            f"the attention in {stage} overflowed float32 on extreme input points (softmax attention "
+            "on raw heavy-tailed data is the typical cause). Use transform='symlog', a slower-growing "
+            "kernel ('log', 'sigmoid', 'poly'), or rescale X."
+        )
+    where = f"in {stage} " if stage is not None else ""
     return (
-        "the activations overflowed float32 on extreme input points (softmax attention on raw "
-        "heavy-tailed data is the typical cause). Use transform='symlog', a slower-growing kernel "
-        "('log', 'sigmoid', 'poly'), or rescale X."
+        f"the activations {where}overflowed float32 on extreme input points. Use transform='symlog' "
+        "or rescale X, or a smaller lr."
     )
+
+
+def _first_nonfinite_layer(module, batch, device):
+    """Name of the first layer whose inputs are finite and whose output is not, or None."""
+    if not isinstance(batch, dict) or "X" not in batch:
+        return None
+    X = to_tensor(batch["X"], device=device)
+    weights = to_tensor(batch["weights"], device=device) if "weights" in batch else None
+    found = []
+
+    def finite(values):
+        return all(bool(torch.isfinite(v).all()) for v in values if isinstance(v, torch.Tensor))
+
+    def record(name):
+        def hook(layer, inputs, output):
+            if not found and finite(inputs) and not finite([output]):
+                found.append(name)
+        return hook
+
+    handles = [layer.register_forward_hook(record(name)) for name, layer in module.named_modules() if name]
+    try:
+        with torch.no_grad():
+            module(X, weights)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found[0] if found else None
+
+
+# Callback names the estimator or skorch already use.
+_RESERVED_CALLBACK_NAMES = (
+    "stop_on_non_finite", "early_stopping", "progress_bar", "epoch_timer", "train_loss", "valid_loss",
+    "print_log",
+)
+
+
+def _check_callbacks(callbacks):
+    if callbacks is None:
+        return
+    if not isinstance(callbacks, (list, tuple)):
+        raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(callbacks).__name__}.")
+    names = set()
+    for index, entry in enumerate(callbacks):
+        name, callback = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
+        is_callback = isinstance(callback, Callback) or (isinstance(callback, type) and issubclass(callback, Callback))
+        if not is_callback:
+            raise TypeError(
+                f"callbacks[{index}] is {callback!r}, not a skorch Callback; pass instances of "
+                "skorch.callbacks.Callback subclasses, optionally as (name, callback) pairs."
+            )
+        if name is None:
+            continue
+        if not isinstance(name, str):
+            raise TypeError(f"callbacks[{index}] has name {name!r}; callback names must be strings.")
+        if name in _RESERVED_CALLBACK_NAMES:
+            raise ValueError(
+                f"callbacks[{index}] is named {name!r}, which the estimator already uses "
+                f"({', '.join(_RESERVED_CALLBACK_NAMES)}); give it another name. Early stopping "
+                "and progress output are the parameters early_stopping, patience and verbose."
+            )
+        if name in names:
+            raise ValueError(f"Two callbacks are named {name!r}; callback names must be unique.")
+        names.add(name)
+
+
+def _check_paired_counts(X, x_weights, y, y_weights):
+    """loss='mse' pairs the i-th output point with the i-th target point of each measure."""
+    x_counts = np.full(X.shape[0], X.shape[1]) if x_weights is None else (x_weights > 0).sum(axis=1)
+    y_counts = np.full(y.shape[0], y.shape[1]) if y_weights is None else (y_weights > 0).sum(axis=1)
+    differ = np.flatnonzero(x_counts != y_counts)
+    if differ.size:
+        i = int(differ[0])
+        raise ValueError(
+            f"loss='mse' needs paired targets with as many points as their inputs, but measure {i} "
+            f"has {x_counts[i]} input and {y_counts[i]} target points ({differ.size} measure(s) "
+            "differ); use loss='energy', 'sliced' or 'sinkhorn', which compare unpaired ensembles."
+        )
+
+
+def _check_validation_split(n_samples, fraction):
+    """early_stopping needs at least one measure on each side of the split."""
+    n_valid = math.ceil(n_samples * fraction)
+    if n_samples * fraction < 1 or n_samples - n_valid < 1:
+        raise ValueError(
+            f"early_stopping with validation_fraction={fraction} splits {n_samples} measure(s) into "
+            f"{n_samples - n_valid} for training and {n_valid} held out; each side needs at least one. "
+            "Pass more measures or change validation_fraction."
+        )
+
+
+def _probe_loss(loss, loss_params, n_features_out):
+    """Call the loss once on two tiny batches and say what is wrong, before training."""
+    loss_fn = get_loss(loss, **loss_params)
+    generator = torch.Generator().manual_seed(0)
+    y_pred = torch.randn(2, 3, n_features_out, generator=generator, requires_grad=True)
+    y_true = torch.randn(2, 3, n_features_out, generator=generator)
+    name = getattr(loss, "__name__", loss)
+    try:
+        value = loss_fn(y_pred, y_true, None, None)
+    except Exception as exc:
+        raise ValueError(
+            f"loss={name!r} raised {type(exc).__name__}: {exc} on a test batch of shape "
+            "(2, 3, n_features_out); a loss is called as loss(y_pred, y_true, pred_weights, "
+            "true_weights) with torch tensors (weights may be None)."
+        ) from exc
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"loss={name!r} returned {type(value).__name__}; it must return a scalar torch tensor "
+            "computed from y_pred with torch operations, so that it can be backpropagated."
+        )
+    if value.numel() != 1:
+        hint = " (loss_params has reduction='none')" if loss_params.get("reduction") == "none" else ""
+        raise ValueError(
+            f"loss={name!r} returned a tensor of shape {tuple(value.shape)}{hint}; training needs "
+            "a scalar loss. Use reduction='mean' or 'sum'."
+        )
+    if not value.dtype.is_floating_point or not value.requires_grad:
+        raise TypeError(
+            f"loss={name!r} returned a {value.dtype} tensor that does not depend on y_pred through "
+            "autograd; compute it from y_pred with differentiable torch operations."
+        )
+    if not bool(torch.isfinite(value).all()):
+        raise ValueError(f"loss={name!r} returned {float(value.detach())} on a finite test batch.")
 
 
 class _StopOnNonFinite(Callback):
@@ -149,9 +321,8 @@ class _StopOnNonFinite(Callback):
         loss = net.history[-1, "batches", -1, key]
         if not np.isfinite(loss):
             raise FloatingPointError(
-                f"The training loss became {loss} at epoch {len(net.history)}. With heavy-tailed "
-                "data this usually means the attention or the loss overflowed on extreme points. "
-                "Use transform='symlog', a slower-growing kernel ('log', 'sigmoid', 'poly'), or a smaller lr."
+                f"The training loss became {loss} at epoch {len(net.history)}; the network's outputs "
+                "or the loss overflowed. Use transform='symlog' or a smaller lr."
             )
 
 
@@ -369,17 +540,11 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                 f"X has {X.shape[0]} measures but y has {y.shape[0]}; each input measure needs "
                 "its target measure."
             )
-        if self.loss == "mse" and X.shape[1] != y.shape[1]:
-            raise ValueError(
-                f"loss='mse' needs paired targets with as many points as the inputs, got "
-                f"{X.shape[1]} input and {y.shape[1]} target points per measure; use "
-                "loss='energy', 'sliced' or 'sinkhorn'."
-            )
-        if self.early_stopping and X.shape[0] * self.validation_fraction < 1:
-            raise ValueError(
-                f"early_stopping with validation_fraction={self.validation_fraction} holds out no "
-                f"measure of {X.shape[0]}; raise validation_fraction or pass more samples."
-            )
+        if self.loss == "mse":
+            _check_paired_counts(X, x_weights, y, y_weights)
+        if self.early_stopping:
+            _check_validation_split(X.shape[0], self.validation_fraction)
+        _probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
 
         # A failed (re)fit leaves the estimator unfitted, never half-fitted.
         for attribute in _FITTED_ATTRIBUTES:
@@ -394,7 +559,15 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
 
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         net = self._build_net(X.shape[-1], y.shape[-1], config, seed)
-        net.fit(inputs, y_model.astype(np.float32))
+        try:
+            net.fit(inputs, y_model.astype(np.float32))
+        except _TrainingInterrupted:
+            # skorch would swallow Ctrl-C and leave a half-trained net that looks
+            # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
+            raise KeyboardInterrupt(
+                f"Training interrupted at epoch {len(net.history)} of {self.max_epochs}; the "
+                "estimator is left unfitted."
+            ) from None
 
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
@@ -486,6 +659,13 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                 "so that inputs reach the network on a logarithmic scale, or rescale the data."
             )
         y_pred = _transform_points(self.transform_y_, y_model, "inverse_transform")
+        if not np.all(np.isfinite(y_pred)):
+            kind = "NaN" if np.any(np.isnan(y_pred)) else "inf"
+            raise FloatingPointError(
+                f"The network's predictions are finite, but transform={self.transform!r}'s "
+                f"inverse_transform turned some into {kind}. Check that transformer's "
+                "inverse_transform on the range of these predictions, or use transform='symlog'."
+            )
         if ragged:
             lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)
             return [y_pred[i, :n] for i, n in enumerate(lengths)]
@@ -733,8 +913,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                 f"attention_backend must be one of {', '.join(map(repr, BACKENDS))}, got {self.attention_backend!r}."
             )
         check_positive(self.verbose, "verbose", integer=True, allow_zero=True)
-        if self.callbacks is not None and not isinstance(self.callbacks, (list, tuple)):
-            raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(self.callbacks).__name__}.")
+        _check_callbacks(self.callbacks)
         check_random_state(self.random_state)
         _check_space(self.score_space)
         device = self._resolve_device()

@@ -198,6 +198,12 @@ class AttentionKernel:
     derivative: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
     factorization: KappaFactorization | None = field(default=None, repr=False)
 
+    def __post_init__(self):
+        if not isinstance(self.name, str):
+            raise TypeError(f"AttentionKernel name must be a string, got {self.name!r}.")
+        if self.log_weight not in _BUILTIN_LOG_WEIGHTS and not isinstance(self.log_weight, _PolyLogWeight):
+            _probe_log_weight(self.log_weight, self.name)
+
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
         """Return ``g(scores)``, the log-weights."""
         return self.log_weight(scores)
@@ -214,6 +220,50 @@ class AttentionKernel:
         its name: a user kernel called ``"softmax"`` runs as the user wrote it.
         """
         return self.log_weight is _g_softmax
+
+
+def _probe_log_weight(g, name):
+    """Call a user log-weight once on a small tensor of scores and say what is wrong.
+
+    Run when the kernel is built, so that a bad kernel fails with its own name
+    before any training instead of deep inside the attention at the first batch.
+    """
+    if isinstance(g, type):
+        raise TypeError(
+            f"kernel {name!r} is the class {g.__name__}, not a function; pass an instance "
+            f"({g.__name__}()) or a function g(scores) -> log-weights."
+        )
+    if not callable(g):
+        raise TypeError(f"kernel {name!r}: log_weight must be callable, got {type(g).__name__}.")
+    scores = torch.linspace(-10.0, 10.0, 21).reshape(3, 7)
+    try:
+        out = g(scores)
+    except Exception as exc:
+        raise ValueError(
+            f"kernel {name!r} raised {type(exc).__name__}: {exc} when called on a (3, 7) float32 "
+            "tensor of scores; g must map a tensor of attention scores to log-weights elementwise."
+        ) from exc
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"kernel {name!r} returned {type(out).__name__} for a tensor of scores; it must return "
+            "a torch tensor of log-weights of the same shape (use torch functions, not math/numpy)."
+        )
+    if tuple(out.shape) != tuple(scores.shape):
+        raise ValueError(
+            f"kernel {name!r} returned shape {tuple(out.shape)} for scores of shape "
+            f"{tuple(scores.shape)}; g is applied elementwise and must keep the shape."
+        )
+    if not out.dtype.is_floating_point:
+        raise TypeError(
+            f"kernel {name!r} returned dtype {out.dtype} for float32 scores; log-weights must be "
+            "floating point (avoid integer operations such as // or .long())."
+        )
+    if not bool(torch.isfinite(out).all()):
+        bad = scores[~torch.isfinite(out)]
+        raise ValueError(
+            f"kernel {name!r} returned non-finite log-weights at scores {bad[:3].tolist()}; g must "
+            "be finite for every finite score (a weight of 0 is g = -inf only at absent points)."
+        )
 
 
 def _g_softmax(s):
@@ -290,6 +340,9 @@ def _d_softplus(s):
 
 #: Degrees of the poly kernel for which ``g`` and ``g'`` are finite in float32.
 _DEGREE_RANGE = (1e-3, 1e3)
+
+
+_BUILTIN_LOG_WEIGHTS = (_g_softmax, _g_log, _g_sigmoid, _g_softplus)
 
 
 def _check_degree(degree):

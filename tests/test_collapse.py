@@ -162,6 +162,17 @@ def test_non_finite_loss_error_names_the_loss_stage(pareto):
         return (y_pred.sum() - y_true.sum()) * math.inf
 
     model = MeasureTransformerRegressor(loss=broken_loss, max_epochs=1, **SMALL)
+    with pytest.raises(ValueError, match="loss='broken_loss' returned -?(nan|inf)"):
+        model.fit(X, y)
+    assert not hasattr(model, "net_")
+
+    calls = []
+
+    def breaks_in_training(y_pred, y_true, pred_weights, true_weights):
+        calls.append(1)
+        return broken_loss(y_pred, y_true, pred_weights, true_weights) if len(calls) > 1 else y_pred.mean() ** 2
+
+    model = MeasureTransformerRegressor(loss=breaks_in_training, max_epochs=1, **SMALL)
     with pytest.raises(FloatingPointError, match="loss became .* outputs were finite"):
         model.fit(X, y)
     assert not hasattr(model, "net_")

@@ -14,6 +14,7 @@ from skorch.callbacks import Callback
 
 from sklearn_measattn import MeasureTransformerRegressor, SymlogTransformer
 from sklearn_measattn.datasets import make_matrix_inverse
+from sklearn_measattn.losses import energy_loss
 from sklearn_measattn.metrics import energy_distance, neg_wasserstein_scorer
 from sklearn_measattn.preprocessing import symlog
 
@@ -261,8 +262,20 @@ def test_non_finite_loss_stops_and_leaves_unfitted(data):
         return (y_pred * np.nan).sum()
 
     model = tiny().fit(*data)
-    with pytest.raises(FloatingPointError, match="symlog"):
+    # caught by the probe call before training, with the loss's name
+    with pytest.raises(ValueError, match="loss='nan_loss' returned nan"):
         model.set_params(loss=nan_loss).fit(*data)
+
+    calls = []
+
+    def nan_later(y_pred, y_true, pred_weights=None, true_weights=None):
+        calls.append(1)
+        return energy_loss(y_pred, y_true, pred_weights, true_weights) * (np.nan if len(calls) > 3 else 1.0)
+
+    model = tiny().fit(*data)
+    # non-finite during training: the message blames the user loss, not the data
+    with pytest.raises(FloatingPointError, match="the user loss 'nan_later' returned it"):
+        model.set_params(loss=nan_later).fit(*data)
     assert not hasattr(model, "net_") and not hasattr(model, "n_features_in_")
 
 
