@@ -265,8 +265,10 @@ def _check_validation_split(n_samples, fraction):
 
 def _probe_loss(loss, loss_params, n_features_out):
     """Call the loss once on two tiny batches and say what is wrong, before training."""
-    loss_fn = get_loss(loss, **loss_params)
     generator = torch.Generator().manual_seed(0)
+    if loss == "sliced" and "generator" not in loss_params:
+        loss_params = {**loss_params, "generator": generator}  # not torch's global generator
+    loss_fn = get_loss(loss, **loss_params)
     y_pred = torch.randn(2, 3, n_features_out, generator=generator, requires_grad=True)
     y_true = torch.randn(2, 3, n_features_out, generator=generator)
     name = getattr(loss, "__name__", loss)

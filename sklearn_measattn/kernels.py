@@ -235,7 +235,8 @@ def _probe_log_weight(g, name):
         )
     if not callable(g):
         raise TypeError(f"kernel {name!r}: log_weight must be callable, got {type(g).__name__}.")
-    scores = torch.linspace(-10.0, 10.0, 21).reshape(3, 7)
+    # on the CPU explicitly: modules may be built under a meta-device context
+    scores = torch.linspace(-10.0, 10.0, 21, device="cpu").reshape(3, 7)
     try:
         out = g(scores)
     except Exception as exc:

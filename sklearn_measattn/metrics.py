@@ -390,6 +390,11 @@ def wasserstein_distance(
         )
     n_projections = check_positive(n_projections, "n_projections", integer=True)
     reg = check_positive(reg, "reg")
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(
+            f"n_jobs must be None, a positive number of workers or a negative one (-1: all cores, "
+            f"as in joblib), got {n_jobs!r}."
+        )
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
@@ -1003,9 +1008,10 @@ def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=Non
     )
     with np.errstate(divide="ignore"):
         deviation = np.abs(np.log(ratio))
-    if np.any(np.isinf(deviation)):
-        # a prediction collapsed to one point: the worst spread there is
-        deviation[np.isinf(deviation)] = np.finfo(np.float64).max / max(1, len(deviation))
+    # A prediction collapsed to one point (ratio 0) gets a deviation larger than
+    # any finite ratio can have (|log| of float64 ratios stays below 1460), but
+    # finite, so that averages over folds stay finite.
+    deviation[np.isinf(deviation)] = 1500.0
     sw = _check_sample_weight(sample_weight, len(ratio))
     return _aggregate(deviation, sw, "uniform_average", undefined_ok=True)
 
