@@ -412,6 +412,12 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         :func:`~sklearn_measattn.metrics.to_space`). On data with infinite
         moments the raw energy distance is dominated by a few extreme points;
         use ``"symlog"`` there. It does not change training.
+    warm_start : bool, default=False
+        When True and the estimator is fitted, :meth:`fit` continues training
+        the fitted net for ``max_epochs`` more epochs (keeping its weights,
+        optimizer state, fitted transforms and history) instead of starting
+        afresh. Architecture and data shape must stay the same. See also
+        :meth:`partial_fit` for one epoch at a time.
 
     Attributes
     ----------
@@ -472,6 +478,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         verbose=0,
         callbacks=None,
         score_space="raw",
+        warm_start=False,
     ):
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -497,6 +504,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         self.verbose = verbose
         self.callbacks = callbacks
         self.score_space = score_space
+        self.warm_start = warm_start
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -534,9 +542,59 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
             When the training loss becomes non-finite; the estimator is then
             left unfitted.
         """
+        return self._fit(X, y, epochs=None)
+
+    def partial_fit(self, X, y):
+        """Train for one more epoch (pass over ``X``), continuing from the fitted net.
+
+        The first call on an unfitted estimator builds the network and fits
+        the transforms on this data, then trains one epoch; later calls keep
+        the weights, optimizer state, transforms and history, as skorch's
+        ``partial_fit`` does. ``max_epochs`` and early stopping do not apply.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures.
+        y : array-like of shape (n_samples, n_points_out, n_features_out) or list
+            Target measures.
+
+        Returns
+        -------
+        self : MeasureTransformerRegressor
+            The estimator, trained one more epoch.
+
+        Raises
+        ------
+        ValueError
+            On invalid parameters or data, or data whose number of features
+            differs from the fitted one, before any training.
+        FloatingPointError
+            When the training loss becomes non-finite; the estimator is then
+            left unfitted.
+
+        Examples
+        --------
+        >>> from sklearn_measattn import MeasureTransformerRegressor
+        >>> from sklearn_measattn.datasets import make_matrix_inverse
+        >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+        >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, random_state=0)
+        >>> for _ in range(3):
+        ...     model = model.partial_fit(X, y)
+        >>> len(model.history_)
+        3
+        """
+        return self._fit(X, y, epochs=1)
+
+    def _fit(self, X, y, *, epochs):
+        """Fit afresh, or continue the fitted net (warm start, partial fit) for ``epochs``."""
         config = self._validate_params()
+        resume = hasattr(self, "net_") and (epochs is not None or self.warm_start)
         X, x_weights = check_measures(X, input_name="X")
         y, y_weights = check_measures(y, input_name="y")
+        if resume:
+            check_n_features(X, self.n_features_in_)
+            check_n_features(y, self.n_features_out_, input_name="y")
         if X.shape[0] != y.shape[0]:
             raise ValueError(
                 f"X has {X.shape[0]} measures but y has {y.shape[0]}; each input measure needs "
@@ -548,26 +606,40 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
             _check_validation_split(X.shape[0], self.validation_fraction)
         _probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
 
-        # A failed (re)fit leaves the estimator unfitted, never half-fitted.
-        for attribute in _FITTED_ATTRIBUTES:
-            self.__dict__.pop(attribute, None)
-        transform_X = self._make_transform()
-        transform_y = self._make_transform()
-        X_model = _fit_transform_points(transform_X, X, x_weights)
-        y_model = _fit_transform_points(transform_y, y, y_weights)
+        if resume:
+            net, transform_X, transform_y = self.net_, self.transform_X_, self.transform_y_
+            X_model = _transform_points(transform_X, X, "transform")
+            y_model = _transform_points(transform_y, y, "transform")
+        else:
+            transform_X = self._make_transform()
+            transform_y = self._make_transform()
+            X_model = _fit_transform_points(transform_X, X, x_weights)
+            y_model = _fit_transform_points(transform_y, y, y_weights)
         _check_float32_range(X_model, "X", self.transform)
         _check_float32_range(y_model, "y", self.transform)
         inputs = _as_batch(X_model, x_weights, y_weights)
+        if not resume:
+            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+            net = self._build_net(X.shape[-1], y.shape[-1], config, seed)
 
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        net = self._build_net(X.shape[-1], y.shape[-1], config, seed)
+        # A failed fit leaves the estimator unfitted, never half-fitted.
+        for attribute in _FITTED_ATTRIBUTES:
+            self.__dict__.pop(attribute, None)
+        total = (len(net.history) if resume else 0) + (epochs or self.max_epochs)
         try:
-            net.fit(inputs, y_model.astype(np.float32))
+            if resume:
+                net.max_epochs = self.max_epochs
+                net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
+            elif epochs is not None:
+                net.initialize()
+                net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
+            else:
+                net.fit(inputs, y_model.astype(np.float32))
         except _TrainingInterrupted:
             # skorch would swallow Ctrl-C and leave a half-trained net that looks
             # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
             raise KeyboardInterrupt(
-                f"Training interrupted at epoch {len(net.history)} of {self.max_epochs}; the "
+                f"Training interrupted at epoch {len(net.history)} of {total}; the "
                 "estimator is left unfitted."
             ) from None
 
@@ -918,6 +990,8 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         _check_callbacks(self.callbacks)
         check_random_state(self.random_state)
         _check_space(self.score_space)
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise TypeError(f"warm_start must be True or False, got {self.warm_start!r}.")
         device = self._resolve_device()
         # A backend that cannot run this kernel on this device (sdpa with log,
         # fused on CUDA) fails here, before any training, not at the first batch.

@@ -165,6 +165,12 @@ def _times_power(value, scale, degree, what):
     """``value * scale**degree`` for ``value >= 0``, raising instead of overflowing or underflowing."""
     if value == 0.0 or degree == 0.0:
         return float(value)
+    try:
+        direct = value * math.pow(scale, degree)  # exact for degree 1 (scale is a power of two)
+    except OverflowError:
+        direct = math.inf
+    if math.isfinite(direct) and direct > 0.0:
+        return direct
     log_result = math.log(value) + degree * math.log(scale)
     if log_result > _LOG_FLOAT_MAX:
         raise ValueError(
@@ -213,22 +219,28 @@ def _weighted_median(values, weights, tol=1e-9):
     return float(values[min(idx, values.size - 1)])
 
 
-def _log_median_pairwise_distance(x, w):
-    """Log of the weighted median of |X - X'| over pairs of distinct points.
+def _median_pairwise_distance(x, w):
+    """Weighted median of |X - X'| over pairs of distinct points, as ``(m, e)``.
 
-    ``-inf`` when the median is 0 (a single point, or all points equal). Logs,
-    because the median of measures near 1e200 does not fit float64 squared
-    and ratios of two of them may not fit at all.
+    The median is ``m * 2**e``: measures near 1e200 have medians whose ratios
+    (or squares) do not fit float64, so they are kept as a mantissa at unit
+    scale and a binary exponent. ``m == 0`` for a single point or all points
+    equal.
     """
     x, w = _support(x, w)
     if x.shape[0] < 2:
-        return -math.inf
+        return 0.0, 0
     scale = _binary_scale(x)
     iu = np.triu_indices(x.shape[0], k=1)
     d = cdist(x / scale, x / scale)[iu]
     pw = w[iu[0]] * w[iu[1]]
-    median = _weighted_median(d, pw)
-    return math.log(median) + math.log(scale) if median > 0 else -math.inf
+    return _weighted_median(d, pw), math.frexp(scale)[1] - 1
+
+
+def _log_spreads(spreads):
+    """Logs of ``(m, e)`` medians (``-inf`` for 0), for ranking."""
+    with np.errstate(divide="ignore"):
+        return np.array([math.log(m) + e * math.log(2.0) if m > 0 else -math.inf for m, e in spreads])
 
 
 # --------------------------------------------------------------------------- #
@@ -693,17 +705,19 @@ def spread_ratio(
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
-    log_true = np.array([_log_median_pairwise_distance(y_true[i], w_true[i]) for i in range(len(y_true))])
-    log_pred = np.array([_log_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(len(y_pred))])
+    s_true = [_median_pairwise_distance(y_true[i], w_true[i]) for i in range(len(y_true))]
+    s_pred = [_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(len(y_pred))]
     ratio = np.full(len(y_true), np.nan)
-    ok = np.isfinite(log_true)
-    log_ratio = log_pred[ok] - log_true[ok]
-    if np.any(log_ratio > _LOG_FLOAT_MAX):
+    ok = np.array([m > 0 for m, _ in s_true])
+    with np.errstate(over="ignore", under="ignore"):
+        for i in np.flatnonzero(ok):
+            ratio[i] = np.ldexp(s_pred[i][0] / s_true[i][0], s_pred[i][1] - s_true[i][1])
+    if np.any(np.isinf(ratio)) or np.any((ratio == 0) & np.array([m > 0 for m, _ in s_pred])):
         raise ValueError(
-            "spread_ratio overflows float64: some predicted ensembles are more than 1e308 times "
-            "as spread as their targets. Compare the measures in symlog space (to_space)."
+            "spread_ratio is outside the float64 range: some predicted ensembles are more than "
+            "1e308 times more (or less) spread than their targets. Compare the measures in symlog "
+            "space (to_space)."
         )
-    ratio[ok] = np.exp(log_ratio)
     if not np.all(ok):
         bad = np.flatnonzero(~ok)[:5].tolist()
         what = "every sample, so the result is nan" if not np.any(ok) else "them, left out of the average"
@@ -808,8 +822,8 @@ def across_sample_correlation(
         )
     if statistic == "scale":
         # ranks of the log spreads: the same ranks, and no overflow near 1e200
-        t = np.array([_log_median_pairwise_distance(y_true[i], w_true[i]) for i in range(n_samples)])
-        p = np.array([_log_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(n_samples)])
+        t = _log_spreads([_median_pairwise_distance(y_true[i], w_true[i]) for i in range(n_samples)])
+        p = _log_spreads([_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(n_samples)])
         return _spearman(t, p)
     t = np.stack([_weighted_location(y_true[i], w_true[i]) for i in range(n_samples)])
     p = np.stack([_weighted_location(y_pred[i], w_pred[i]) for i in range(n_samples)])

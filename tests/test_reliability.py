@@ -474,3 +474,45 @@ def test_a_user_kernel_going_non_finite_in_training_is_blamed(data):
     kernel = get_kernel(blows_up)
     with pytest.raises(FloatingPointError, match="user kernel 'blows_up'"):
         MeasureTransformerRegressor(**TINY, kernel=kernel, random_state=0).fit(X, y)
+
+
+# --------------------------------------------------------------------------- #
+# warm start and partial fit
+# --------------------------------------------------------------------------- #
+def test_warm_start_continues_training(data):
+    X, y = data
+    cold = MeasureTransformerRegressor(**{**TINY, "max_epochs": 4}, random_state=0).fit(X, y)
+    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 2}, random_state=0, warm_start=True).fit(X, y)
+    first = model.net_.module_.embedding.weight.detach().clone()
+    model.fit(X, y)
+    assert len(model.history_) == 4
+    assert not torch.equal(first, model.net_.module_.embedding.weight)
+    # two warm fits of two epochs train exactly like one fit of four
+    np.testing.assert_allclose(model.predict(X), cold.predict(X), rtol=1e-5, atol=1e-6)
+    # without warm_start the next fit starts afresh
+    model.set_params(warm_start=False).fit(X, y)
+    assert len(model.history_) == 2
+
+
+def test_partial_fit_runs_one_epoch_at_a_time(data):
+    X, y = data
+    model = MeasureTransformerRegressor(**TINY, random_state=0)
+    model.partial_fit(X, y)
+    assert len(model.history_) == 1
+    transform_net = model.net_
+    model.partial_fit(X[:6], y[:6])
+    assert len(model.history_) == 2 and model.net_ is transform_net
+    with pytest.raises(ValueError, match="features"):
+        model.partial_fit(X[..., :1], y)
+    assert len(model.history_) == 2  # refused before any training
+    reference = MeasureTransformerRegressor(**{**TINY, "max_epochs": 2}, random_state=0)
+    reference.fit(X, y)
+    model_again = MeasureTransformerRegressor(**TINY, random_state=0)
+    for _ in range(2):
+        model_again.partial_fit(X, y)
+    np.testing.assert_allclose(model_again.predict(X), reference.predict(X), rtol=1e-5, atol=1e-6)
+
+
+def test_warm_start_must_be_a_bool(data):
+    with pytest.raises(TypeError, match="warm_start"):
+        MeasureTransformerRegressor(**TINY, warm_start="yes").fit(*data)
