@@ -541,6 +541,15 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         FloatingPointError
             When the training loss becomes non-finite; the estimator is then
             left unfitted.
+        KeyboardInterrupt
+            On Ctrl-C during training; the estimator is then left unfitted
+            (skorch would keep the half-trained net).
+
+        Notes
+        -----
+        With ``warm_start=True`` a fitted estimator continues training its
+        net for ``max_epochs`` more epochs on this data, keeping the fitted
+        transforms.
         """
         return self._fit(X, y, epochs=None)
 
