@@ -953,6 +953,12 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                             x_weights[start:stop], dtype=torch.float32, device=device
                         )
                         q, k, _ = module.attention_inputs(xb, wb, layer=int(layer))
+                        if not (bool(torch.isfinite(q).all()) and bool(torch.isfinite(k).all())):
+                            raise FloatingPointError(
+                                f"The queries or keys of layer {layer} overflowed float32 on measures "
+                                f"{start}..{stop - 1}, so their attention weights are undefined. Train "
+                                "with transform='symlog' so that the network sees a logarithmic scale."
+                            )
                         yield q.double().cpu(), k.double().cpu(), weights[start:stop]
             finally:
                 module.train(was_training)

@@ -51,7 +51,13 @@ from ._collapse import (
     collapse_diagnostics,
     collapse_verdict,
 )
-from ._validation import check_measure_pair, check_measures, check_point_weights, check_positive, is_ragged
+from ._validation import (
+    _combine_weights,
+    check_measure_pair,
+    check_measures,
+    check_positive,
+    is_ragged,
+)
 from .attention import _attention_weight_blocks
 from .kernels import get_kernel
 from .preprocessing import symlog
@@ -114,9 +120,9 @@ def _check_sample_weight(sample_weight, n_samples):
         raise ValueError("sample_weight contains NaN or inf; pass finite weights.")
     if np.any(sw < 0):
         raise ValueError("sample_weight has negative entries; sample weights must be >= 0.")
-    if sw.sum() <= 0:
+    if sw.max() <= 0:
         raise ValueError("sample_weight sums to 0; at least one sample needs a positive weight.")
-    return sw
+    return sw / sw.max()  # only ratios matter, and a sum of huge weights would overflow
 
 
 def _aggregate(values, sample_weight, multioutput, *, undefined_ok=False):
@@ -968,12 +974,7 @@ def attention_ess(
         draws = [
             [rng.standard_normal((n_features, d_head)) * scale for _ in range(2)] for _ in range(n_draws)
         ]
-    w = check_point_weights(weights, X.shape, input_name="weights")
-    if w is None:
-        w = np.ones((n_samples, n_points)) if ragged_w is None else ragged_w.astype(np.float64)
-    elif ragged_w is not None:
-        w = check_point_weights(w * ragged_w, X.shape, input_name="weights (after removing padding)")
-    a = w / w.sum(axis=1, keepdims=True)
+    a = _combine_weights(weights, ragged_w, X.shape, "weights")
 
     Xt = torch.as_tensor(X, dtype=torch.float64)
     at = torch.as_tensor(a, dtype=torch.float64)

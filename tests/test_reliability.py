@@ -205,6 +205,9 @@ def test_weights_whose_sum_overflows_are_normalised(clouds):
     huge = np.full(x.shape[:2], 1e308)
     assert wasserstein_distance(x, y, weights_true=huge) == pytest.approx(wasserstein_distance(x, y))
     assert energy_distance(x, y, weights_true=huge) == pytest.approx(energy_distance(x, y))
+    np.testing.assert_allclose(attention_ess(x, weights=huge, random_state=0), attention_ess(x, random_state=0))
+    huge_samples = np.full(x.shape[0], 1e308)
+    assert energy_distance(x, y, sample_weight=huge_samples) == pytest.approx(energy_distance(x, y))
 
 
 def test_ragged_weights_follow_ragged_measures():
