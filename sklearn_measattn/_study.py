@@ -191,10 +191,11 @@ def compare_kernels(
     n_jobs : int
         joblib workers over fits.
     torch_threads : int or None
-        Torch intra-op threads per fit (restored afterwards). ``None`` keeps
-        torch's setting with ``n_jobs=1`` and uses 1 thread per worker
-        otherwise. The models are small: one thread per fit is about as fast
-        and far more robust on a busy CPU.
+        Torch intra-op threads per fit (restored afterwards). ``None`` means 1
+        whatever ``n_jobs``: the models are small, one thread per fit is about
+        as fast and far more robust on a busy CPU, and the same thread count
+        makes a parallel run give the same numbers as a serial one (float
+        reductions split over other thread counts round differently).
     progress : callable or None
         Called with a one-line string after each finished fit.
     return_examples : bool
@@ -239,7 +240,7 @@ def compare_kernels(
         for kernel in kernels
         for transform in transforms
     ]
-    n_threads = torch_threads if torch_threads is not None else (1 if n_jobs != 1 else None)
+    n_threads = torch_threads if torch_threads is not None else 1
     calls = (
         delayed(_fit_one)(task, data_params, k, t, s, n_test, model_params, keep, n_threads)
         for k, t, s, keep in jobs
