@@ -519,3 +519,17 @@ def test_partial_fit_runs_one_epoch_at_a_time(data):
 def test_warm_start_must_be_a_bool(data):
     with pytest.raises(TypeError, match="warm_start"):
         MeasureTransformerRegressor(**TINY, warm_start="yes").fit(*data)
+
+
+def test_study_in_parallel_gives_the_serial_table():
+    from sklearn_measattn._study import compare_kernels
+
+    params = dict(kernels=["softmax", "log"], transforms=[None], n_samples=8, n_points=12, n_test=3,
+                  epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, device="cpu")
+    serial = compare_kernels(**params, n_jobs=1)
+    parallel = compare_kernels(**params, n_jobs=2)
+    varying = {"fit_time"}
+    for a, b in zip(serial, parallel):
+        assert {k: v for k, v in a.items() if k not in varying} == {
+            k: v for k, v in b.items() if k not in varying
+        }
