@@ -20,7 +20,8 @@ from ._validation import check_measures, check_n_features, check_positive, is_ra
 from .attention import BACKENDS, _attention_weight_blocks, resolve_backend
 from .kernels import get_kernel
 from .losses import MeasureLoss, get_loss
-from .metrics import _check_space, energy_distance, to_space
+from .metrics import energy_distance, to_space
+from .metrics._scorer import _check_space
 from .preprocessing import SymlogTransformer
 from .transformer import MeasureTransformer
 

@@ -47,6 +47,10 @@ import math
 
 import numpy as np
 
+from ._diagnostics import across_sample_correlation, spread_ratio
+from ._distances import energy_distance, wasserstein_distance
+from ._scorer import _check_space, to_space
+
 __all__ = [
     "ATTENTION_ESS_THRESHOLD",
     "SPREAD_THRESHOLD",
@@ -164,15 +168,6 @@ def collapse_diagnostics(
     ['across', 'attention', 'attention_ess', 'attention_ess_min_head', 'collapsed', 'corr_scale',
      'energy', 'space', 'spread_ratio', 'w1', 'within']
     """
-    from .metrics import (
-        _check_space,
-        across_sample_correlation,
-        energy_distance,
-        spread_ratio,
-        to_space,
-        wasserstein_distance,
-    )
-
     space = _check_space(space)
     ess = estimator.attention_ess(X, layer=layer, max_queries=max_queries, random_state=random_state)
     if y_pred is None:

@@ -1,0 +1,316 @@
+"""Scorers for GridSearchCV: each metric with its direction, in one place, and scoring spaces."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import numpy as np
+from sklearn.metrics import make_scorer
+
+from .._validation import (
+    is_ragged,
+)
+from ..preprocessing import symlog
+from ._base import _aggregate, _check_sample_weight
+from ._diagnostics import spread_ratio
+from ._distances import energy_distance, mmd, wasserstein_distance
+
+
+def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=None, sample_weight=None):
+    """Mean over samples of ``|log spread_ratio|``: 0 for the right spread, growing
+    alike for collapsed (ratio 0.1) and for over-dispersed (ratio 10) predictions."""
+    ratio = spread_ratio(
+        y_true, y_pred, weights_true=weights_true, weights_pred=weights_pred, multioutput="raw_values"
+    )
+    with np.errstate(divide="ignore"):
+        deviation = np.abs(np.log(ratio))
+    # A prediction collapsed to one point (ratio 0) gets a deviation larger than
+    # any finite ratio can have (|log| of float64 ratios stays below 1460), but
+    # finite, so that averages over folds stay finite.
+    deviation[np.isinf(deviation)] = 1500.0
+    sw = _check_sample_weight(sample_weight, len(ratio))
+    return _aggregate(deviation, sw, "uniform_average", undefined_ok=True)
+
+
+# Each metric with its fixed arguments and, in one place, what its scorer
+# minimises: the metric itself for distances, |log ratio| for the spread ratio,
+# whose ideal is 1 (scoring the ratio itself would reward collapsed models).
+_METRICS = {
+    "energy_distance": (energy_distance, {}, energy_distance),
+    "wasserstein_distance": (wasserstein_distance, {}, wasserstein_distance),
+    "sliced_wasserstein_distance": (wasserstein_distance, {"method": "sliced"}, wasserstein_distance),
+    "mmd": (mmd, {}, mmd),
+    "spread_ratio": (spread_ratio, {}, _spread_log_deviation),
+}
+# Short names, as in ``make_measure_scorer("energy", space="symlog")``.
+_METRIC_ALIASES = {"energy": "energy_distance", "wasserstein": "wasserstein_distance",
+                   "sliced_wasserstein": "sliced_wasserstein_distance"}
+
+#: Spaces a measure can be scored in: as given, or after ``symlog`` of every coordinate.
+SCORING_SPACES = ("raw", "symlog")
+
+
+def _check_space(space):
+    """Validate a scoring space name; return it."""
+    if not isinstance(space, str) or space not in SCORING_SPACES:
+        raise ValueError(
+            f"space must be one of {', '.join(map(repr, SCORING_SPACES))}, got {space!r}; 'symlog' "
+            "compares sign(y) * log1p(|y|) of every coordinate, which keeps distances finite and "
+            "not dominated by a few extreme points on heavy-tailed (infinite-moment) data."
+        )
+    return space
+
+
+def to_space(y, space):
+    """Measures ``y`` (3-D array or list of 2-D arrays) as seen in scoring ``space``.
+
+    ``"raw"`` returns ``y`` unchanged; ``"symlog"`` applies
+    :func:`~sklearn_measattn.preprocessing.symlog` (``scale=1``) to every
+    coordinate of every point. Distances between heavy-tailed measures with
+    infinite moments are dominated by a few extreme points in raw space; after
+    symlog every point counts on a logarithmic scale in the tails.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples, n_points, n_features) or list
+        Measures; a list of 2-D arrays may be ragged.
+    space : {"raw", "symlog"}
+        The scoring space.
+
+    Returns
+    -------
+    y_space : ndarray or list
+        The measures in that space, in the layout of ``y``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``space``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.metrics import to_space
+    >>> to_space(np.array([[[0.0, -1e6]]]), "symlog").round(2)
+    array([[[  0.  , -13.82]]])
+    """
+    space = _check_space(space)
+    if space == "raw":
+        return y
+    if is_ragged(y):
+        return [symlog(np.asarray(m, dtype=np.float64)) for m in y]
+    return symlog(np.asarray(y, dtype=np.float64))
+
+
+class _InSpace:
+    """A metric evaluated after mapping both measures into a scoring space (picklable)."""
+
+    def __init__(self, func, space):
+        self.func, self.space = func, space
+        self.__name__ = f"{getattr(func, '__name__', 'metric')}_{space}"
+
+    def __call__(self, y_true, y_pred, **kwargs):
+        return self.func(to_space(y_true, self.space), to_space(y_pred, self.space), **kwargs)
+
+    def __repr__(self):
+        return f"{getattr(self.func, '__name__', self.func)} in {self.space} space"
+
+
+def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs):
+    """Build a scikit-learn scorer from a measure metric.
+
+    The scorer calls ``estimator.predict(X)`` (which must return measures, e.g.
+    a 3-D array) and compares it with ``y`` sample by sample; larger scores are
+    always better, as ``GridSearchCV`` and ``cross_val_score`` expect. Named
+    metrics have their direction built in: distances score as their negative,
+    and ``"spread_ratio"``, whose ideal is 1, as ``-mean |log ratio|`` (so a
+    collapsed model, ratio 0.01, loses to the right one, ratio 1, and ratio 10
+    counts as badly as ratio 0.1). It is a ``sklearn.metrics.make_scorer``
+    object, so ``sample_weight`` and metadata routing work as for any scorer.
+
+    Parameters
+    ----------
+    metric : str or callable
+        One of ``"energy_distance"`` (or ``"energy"``), ``"wasserstein_distance"``
+        (``"wasserstein"``), ``"sliced_wasserstein_distance"``
+        (``"sliced_wasserstein"``), ``"mmd"``, ``"spread_ratio"``, or a
+        callable ``metric(y_true, y_pred, **kwargs) -> float``.
+    greater_is_better : bool or None, default=None
+        Whether larger values of a callable ``metric`` are better; ``None``
+        means False (a distance). Named metrics fix their own direction, and
+        giving one that contradicts it raises.
+    space : {"raw", "symlog"}, default="raw"
+        Where the measures are compared: as predicted, or after
+        ``sign(y) * log1p(|y|)`` of every coordinate of both the target and
+        the prediction (see :func:`to_space`). On data with infinite moments
+        (Pareto or Student-t tail index <= 1) raw energy and Wasserstein
+        distances are dominated by a few extreme points; ``"symlog"`` ranks
+        models by the whole ensemble. The model still predicts in raw space.
+    **kwargs
+        Fixed keyword arguments passed to the metric (e.g. ``p=2``); checked
+        against the metric's signature now, not at scoring time.
+
+    Returns
+    -------
+    scorer : callable
+        ``scorer(estimator, X, y, sample_weight=None) -> float``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown metric name or a keyword argument the metric does not
+        accept.
+    TypeError
+        If ``metric`` is neither a string nor a callable.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.dummy import DummyRegressor
+    >>> from sklearn_measattn.metrics import make_measure_scorer
+    >>> class Identity(DummyRegressor):
+    ...     def predict(self, X):
+    ...         return X
+    >>> X = np.zeros((3, 4, 2))
+    >>> scorer = make_measure_scorer("wasserstein_distance", p=2)
+    >>> scorer(Identity(), X, X + [3.0, 4.0])
+    -5.0
+    >>> symlog_scorer = make_measure_scorer("energy", space="symlog")
+    >>> float(symlog_scorer(Identity(), X + 1e6, X + 1e6))
+    -0.0
+    """
+    space = _check_space(space)
+    if isinstance(metric, str):
+        metric = _METRIC_ALIASES.get(metric, metric)
+        if metric not in _METRICS:
+            raise ValueError(
+                f"Unknown metric {metric!r}; valid names are "
+                f"{', '.join(repr(m) for m in (*_METRICS, *_METRIC_ALIASES))}, "
+                "or pass a callable metric(y_true, y_pred, **kwargs)."
+            )
+        func, fixed, scored = _METRICS[metric]
+        clash = sorted(set(fixed) & set(kwargs))
+        if clash:
+            raise ValueError(f"{metric!r} fixes {clash}; use 'wasserstein_distance' to choose them.")
+        if greater_is_better:
+            ideal = "is best at 1 and scores as -mean |log ratio|" if metric == "spread_ratio" else "is a distance"
+            raise ValueError(
+                f"greater_is_better=True would reward the wrong models: {metric!r} {ideal}, so its "
+                "scorer already makes larger scores better. Leave greater_is_better unset."
+            )
+        kwargs = {**fixed, **kwargs}
+    elif callable(metric):
+        func = scored = metric
+    else:
+        raise TypeError(f"metric must be a metric name or a callable, got {metric!r}.")
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # builtins without a signature: skip the check
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind_partial(None, None, **kwargs)
+        except TypeError as exc:
+            name = getattr(func, "__name__", func)
+            raise ValueError(f"Invalid keyword arguments for metric {name!r}: {exc}.") from None
+    if isinstance(metric, str):
+        _validate_kwargs(func, kwargs)
+    if space != "raw":
+        scored = _InSpace(scored, space)
+    return make_scorer(scored, greater_is_better=bool(greater_is_better), **kwargs)
+
+
+def _validate_kwargs(func, kwargs):
+    """Check hyper-parameter values now (e.g. p < 1) by scoring a tiny dummy pair."""
+    dummy = np.array([[[0.0], [1.0]], [[0.5], [2.0]], [[1.0], [3.0]]])
+    skip = ("sample_weight", "weights_true", "weights_pred", "n_jobs")
+    func(dummy, dummy, **{k: v for k, v in kwargs.items() if k not in skip})
+
+
+# Built directly (no validation run at import time); make_measure_scorer gives
+# the same objects.
+neg_energy_scorer = make_scorer(energy_distance, greater_is_better=False)
+neg_wasserstein_scorer = make_scorer(wasserstein_distance, greater_is_better=False)
+neg_sliced_wasserstein_scorer = make_scorer(
+    wasserstein_distance, greater_is_better=False, method="sliced", random_state=0
+)
+neg_mmd_scorer = make_scorer(mmd, greater_is_better=False)
+
+_SCORERS = {
+    "neg_energy_distance": neg_energy_scorer,
+    "neg_wasserstein_distance": neg_wasserstein_scorer,
+    "neg_sliced_wasserstein_distance": neg_sliced_wasserstein_scorer,
+    "neg_mmd": neg_mmd_scorer,
+    "neg_energy_distance_symlog": make_scorer(_InSpace(energy_distance, "symlog"), greater_is_better=False),
+    "neg_wasserstein_distance_symlog": make_scorer(
+        _InSpace(wasserstein_distance, "symlog"), greater_is_better=False
+    ),
+}
+_SCORER_ALIASES = {
+    "neg_energy_scorer": "neg_energy_distance",
+    "neg_wasserstein_scorer": "neg_wasserstein_distance",
+    "neg_sliced_wasserstein_scorer": "neg_sliced_wasserstein_distance",
+    "neg_mmd_scorer": "neg_mmd",
+}
+
+#: Names accepted by :func:`get_scorer`.
+SCORER_NAMES = tuple(_SCORERS) + tuple(_SCORER_ALIASES)
+
+
+def get_scorer(name):
+    """Return a measure scorer by name, for ``GridSearchCV(scoring=...)``.
+
+    =====================================  ==========================================
+    name (alias)                           score
+    =====================================  ==========================================
+    ``"neg_energy_distance"``              ``-energy_distance`` (``E``, beta=1)
+    (``"neg_energy_scorer"``)
+    ``"neg_wasserstein_distance"``         ``-wasserstein_distance`` (exact W_1)
+    (``"neg_wasserstein_scorer"``)
+    ``"neg_sliced_wasserstein_distance"``  ``-wasserstein_distance(method="sliced")``
+    (``"neg_sliced_wasserstein_scorer"``)  (200 projections, ``random_state=0``)
+    ``"neg_mmd"`` (``"neg_mmd_scorer"``)   ``-mmd`` (median bandwidth)
+    ``"neg_energy_distance_symlog"``       ``-energy_distance`` after symlog of
+                                           target and prediction (:func:`to_space`)
+    ``"neg_wasserstein_distance_symlog"``  ``-wasserstein_distance`` after symlog
+    =====================================  ==========================================
+
+    Each scores the mean over samples of the metric between ``y`` and
+    ``estimator.predict(X)`` (both batches of measures); larger is better.
+
+    Parameters
+    ----------
+    name : str
+        A name from the table above.
+
+    Returns
+    -------
+    scorer : callable
+        A fresh copy of the scorer, ``scorer(estimator, X, y, sample_weight=None)``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is unknown; the message lists the valid names. Use
+        :func:`make_measure_scorer` for other settings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.dummy import DummyRegressor
+    >>> from sklearn_measattn.metrics import get_scorer
+    >>> class Identity(DummyRegressor):
+    ...     def predict(self, X):
+    ...         return X
+    >>> X = np.array([[[0.0], [1.0]]])
+    >>> get_scorer("neg_energy_distance")(Identity(), X, X + 2.0)
+    -3.0
+    """
+    key = _SCORER_ALIASES.get(name, name) if isinstance(name, str) else None
+    if key not in _SCORERS:
+        raise ValueError(
+            f"Unknown measure scorer {name!r}; valid names are {', '.join(repr(n) for n in SCORER_NAMES)}. "
+            "Use make_measure_scorer(metric, **kwargs) for other metrics or settings."
+        )
+    return copy.deepcopy(_SCORERS[key])
