@@ -232,7 +232,7 @@ def compare_kernels(
         for transform in transforms:
             MeasureTransformerRegressor(
                 kernel=kernel, transform=None if transform in (None, "none") else transform, **model_params
-            )._validate_params()
+            )._check_params()
     seeds = list(seeds)
     jobs = [
         (kernel, transform, seed, return_examples and seed == seeds[0])

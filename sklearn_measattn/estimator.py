@@ -598,7 +598,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
 
     def _fit(self, X, y, *, epochs):
         """Fit afresh, or continue the fitted net (warm start, partial fit) for ``epochs``."""
-        config = self._validate_params()
+        config = self._check_params()
         resume = hasattr(self, "net_") and (epochs is not None or self.warm_start)
         X, x_weights = check_measures(X, input_name="X")
         y, y_weights = check_measures(y, input_name="y")
@@ -967,7 +967,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         return batches(), n_heads
 
     # -------------------------------------------------------------- helpers
-    def _validate_params(self):
+    def _check_params(self):
         """Check every hyper-parameter, naming the bad one; return derived config."""
         if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
             raise TypeError(f"kernel_params must be a dict or None, got {type(self.kernel_params).__name__}.")
