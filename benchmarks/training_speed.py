@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from sklearn_measattn import MeasureTransformerRegressor
-from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.attention import resolve_backend
+from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 
 TARGET = 1.3  # the target: a training epoch within 1.3x of softmax
@@ -98,7 +98,6 @@ def main(argv=None):
     print("# attention backend per kernel: " + ", ".join(f"{k} -> {b}" for k, b in resolved.items()))
 
     times = {kernel: [] for kernel in kernels}
-    first = {kernel: [] for kernel in kernels}
     start = time.perf_counter()
     for r in range(rounds):
         order = kernels[r % len(kernels):] + kernels[:r % len(kernels)]  # rotate the order every round

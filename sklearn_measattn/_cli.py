@@ -157,7 +157,9 @@ def build_parser():
                       help="size preset (default: default, a few minutes on a 2-core CPU); 'paper' is 1024 training "
                            "measures x 512 points, 200 epochs, d_model 64, 3 seeds, meant for a GPU; explicit options "
                            "override the preset")
-    size.add_argument("--quick", action="store_true", help="tiny sizes for smoke tests (seconds): 12 measures x 16 points, 2 epochs")
+    size.add_argument(
+        "--quick", action="store_true", help="tiny sizes for smoke tests (seconds): 12 measures x 16 points, 2 epochs"
+    )
     cmp_.add_argument("--out", metavar="CSV", help="write one row per fit (per seed) to this CSV file")
     cmp_.add_argument("--plot", metavar="PNG", help="save a figure (needs matplotlib)")
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

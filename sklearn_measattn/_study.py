@@ -21,14 +21,11 @@ from joblib import Parallel, delayed
 from .datasets import load_benchmark
 from .estimator import MeasureTransformerRegressor
 from .metrics import (
-    spread_ratio,
-    ATTENTION_ESS_THRESHOLD,
     COLLAPSE_RULE,
-    CORRELATION_THRESHOLD,
-    SPREAD_THRESHOLD,
     across_sample_correlation,
     collapse_diagnostics,
     energy_distance,
+    spread_ratio,
     wasserstein_distance,
 )
 

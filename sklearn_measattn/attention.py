@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _fused
-from .kernels import AttentionKernel, _fused_kind, get_kernel
+from .kernels import _fused_kind, get_kernel
 
 __all__ = ["kernel_attention", "fused_status", "BACKENDS"]
 

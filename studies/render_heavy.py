@@ -202,7 +202,7 @@ def main():
         "-------",
         "",
     ]
-    for (task, tail), rows in data.items():
+    for task, tail in data:
         text = (HEAVY / f"{task}_{tail}.txt").read_text().splitlines()
         title = text[0]
         out += [title, "~" * len(title), "", "::", ""]

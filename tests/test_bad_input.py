@@ -23,8 +23,7 @@ import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError, UndefinedMetricWarning
 
-from sklearn_measattn import MeasureTransformerRegressor, SymlogTransformer, get_kernel, kernel_attention
-from sklearn_measattn import datasets, metrics
+from sklearn_measattn import MeasureTransformerRegressor, SymlogTransformer, datasets, get_kernel, kernel_attention, metrics
 from sklearn_measattn.metrics import get_scorer, make_measure_scorer
 
 RNG = np.random.default_rng(0)

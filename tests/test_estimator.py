@@ -100,7 +100,7 @@ def test_unfitted_errors(data):
     with pytest.raises(NotFittedError):
         tiny().score(*data)
     with pytest.raises(NotFittedError):
-        tiny().history_
+        _ = tiny().history_
 
 
 def test_feature_mismatch_at_predict(fitted, data):

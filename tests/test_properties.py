@@ -8,7 +8,6 @@ import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

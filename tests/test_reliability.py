@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 from joblib import Parallel, delayed, parallel_config
-from skorch.callbacks import Callback
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.model_selection import GridSearchCV
+from skorch.callbacks import Callback
 
 from sklearn_measattn import MeasureTransformer, MeasureTransformerRegressor, SymlogTransformer
 from sklearn_measattn.attention import kernel_attention

@@ -414,7 +414,7 @@ def mmd(
         else:
             log_h = math.log(bandwidth) - math.log(scale)
 
-        def gram(u, v):
+        def gram(u, v, log_h=log_h):
             # log(0) = -inf on the diagonal gives kernel 1; overflow to inf, kernel 0
             with np.errstate(divide="ignore", over="ignore"):
                 return np.exp(-0.5 * np.exp(2.0 * (np.log(cdist(u, v)) - log_h)))
