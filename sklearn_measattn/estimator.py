@@ -2,334 +2,43 @@
 
 from __future__ import annotations
 
-import math
-import numbers
-import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
-from skorch import NeuralNetRegressor
-from skorch.callbacks import Callback, EarlyStopping, ProgressBar
-from skorch.dataset import ValidSplit
-from skorch.utils import to_tensor
 
-from ._validation import check_measures, check_n_features, check_positive, is_ragged
-from .attention import BACKENDS, _attention_weight_blocks, resolve_backend
+from ._persistence import VersionStampMixin
+from ._trained_attention import trained_attention_ess, trained_attention_weights
+from ._training import (
+    TrainingInterrupted,
+    as_batch,
+    build_net,
+    check_callbacks,
+    check_float32_range,
+    check_paired_counts,
+    check_validation_split,
+    fit_transform_points,
+    probe_loss,
+    transform_points,
+)
+from ._validation import check_measures, check_n_features, is_ragged
+from .attention import BACKENDS, resolve_backend
 from .kernels import get_kernel
-from .losses import MeasureLoss, get_loss
-from .metrics import energy_distance, to_space
-from .metrics._scorer import _check_space
+from .losses import get_loss
+from .metrics import SCORING_SPACES, energy_distance, to_space
 from .preprocessing import SymlogTransformer
-from .transformer import MeasureTransformer
 
 __all__ = ["MeasureTransformerRegressor"]
 
-_NORMS = ("post", "pre")
 _FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_", "device_")
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-_VERSION_KEY = "_sklearn_measattn_version"
+_POSITIVE_INT = Interval(Integral, 1, None, closed="left")
 
 
-def _package_version():
-    # Imported lazily: the package __init__ imports this module before defining __version__.
-    from . import __version__
-
-    return __version__
-
-
-def _major_minor(version):
-    parts = str(version).split(".")
-    return tuple(parts[:2])
-
-
-def _check_float32_range(X, input_name, transform):
-    """The net runs in float32: reject values it would turn into inf, before it does."""
-    if not np.all(np.isfinite(X)):
-        kind = "NaN" if np.any(np.isnan(X)) else "inf"
-        raise ValueError(
-            f"transform={transform!r} produced {kind} values from the finite {input_name}; the "
-            "network needs finite inputs. Check the transformer on these data (e.g. a log of "
-            "negative values), or use transform='symlog', which is finite everywhere."
-        )
-    largest = float(np.max(np.abs(X))) if X.size else 0.0
-    if largest > _FLOAT32_MAX:
-        where = f"after transform={transform!r}, " if transform is not None else ""
-        raise ValueError(
-            f"{input_name} has values of magnitude up to {largest:.3g} {where}beyond the float32 range "
-            f"({_FLOAT32_MAX:.3g}) the network computes in. Use transform='symlog' (it maps 1e300 to "
-            "about 690) or rescale the data."
-        )
-
-
-class _MeasureNet(NeuralNetRegressor):
-    """skorch net whose batches are dicts ``{"X", "weights"?, "y_weights"?}``.
-
-    Input point weights go to the module and, with the target weights, to the
-    criterion; ``y_weights`` never reaches the module.
-    """
-
-    loader_seed = None
-
-    def get_params_for(self, prefix):
-        params = super().get_params_for(prefix)
-        # Shuffling from a private generator, kept across epochs. The evaluation
-        # loader gets one too: a DataLoader draws a base seed from its generator
-        # (torch's global one by default) even without workers.
-        if prefix in ("iterator_train", "iterator_valid") and self.loader_seed is not None:
-            generators = self.__dict__.setdefault("_loader_generators", {})
-            if prefix not in generators:
-                generators[prefix] = torch.Generator().manual_seed(self.loader_seed)
-            params.setdefault("generator", generators[prefix])
-        return params
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_loader_generators", None)  # recreated from loader_seed when needed
-        return state
-
-    def infer(self, x, **fit_params):
-        if isinstance(x, dict) and "y_weights" in x:
-            x = {key: value for key, value in x.items() if key != "y_weights"}
-        return super().infer(x, **fit_params)
-
-    def get_loss(self, y_pred, y_true, X=None, training=False):
-        y_true = to_tensor(y_true, device=self.device)
-        pred_weights = true_weights = None
-        if isinstance(X, dict):
-            pred_weights = to_tensor(X["weights"], device=self.device) if "weights" in X else None
-            true_weights = to_tensor(X["y_weights"], device=self.device) if "y_weights" in X else None
-        # Name the stage that failed: the forward pass here, the loss just below,
-        # the backward pass in _StopOnNonFinite.on_grad_computed.
-        if not bool(torch.isfinite(y_pred.detach()).all()):
-            kind = "nan" if bool(torch.isnan(y_pred.detach()).any()) else "inf"
-            raise FloatingPointError(
-                f"The network's forward pass produced non-finite outputs ({kind}) at epoch {len(self.history)} "
-                f"({'training' if training else 'validation'} batch), before the loss: "
-                + _nonfinite_forward_hint(self.module_, X, self.device)
-            )
-        loss = self.criterion_(y_pred, y_true, pred_weights, true_weights)
-        if not bool(torch.isfinite(loss.detach()).all()):
-            name = self.criterion_.name
-            culprit = (
-                f"the user loss {getattr(name, '__name__', name)!r} returned it"
-                if callable(name) else "the distance between prediction and target overflowed (extreme "
-                "target values); use transform='symlog' or rescale y"
-            )
-            raise FloatingPointError(
-                f"The loss became {float(loss.detach())} at epoch {len(self.history)} although the network's "
-                f"outputs were finite: {culprit}."
-            )
-        return loss
-
-    def fit_loop(self, X, y=None, epochs=None, **fit_params):
-        try:
-            return super().fit_loop(X, y, epochs=epochs, **fit_params)
-        except KeyboardInterrupt as exc:
-            if _raised_by_callback(exc):
-                return self  # skorch's way for a callback (EarlyStopping) to end training
-            raise _TrainingInterrupted from None
-
-
-class _TrainingInterrupted(BaseException):
-    """Carries a KeyboardInterrupt past skorch, which would swallow it."""
-
-
-def _raised_by_callback(exc):
-    """Whether a KeyboardInterrupt was raised by a skorch callback's hook (skorch's
-    convention to stop training, e.g. EarlyStopping) rather than by Ctrl-C."""
-    tb = exc.__traceback__
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    frame = tb.tb_frame
-    return isinstance(frame.f_locals.get("self"), Callback) and frame.f_code.co_name.startswith("on_")
-
-
-def _nonfinite_forward_hint(module, batch, device):
-    """Which parameters are already non-finite, or else which layer first went non-finite."""
-    bad = [name for name, p in module.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
-    if bad:
-        return (
-            f"parameters {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} are already non-finite "
-            "(an optimizer step diverged); use a smaller lr or transform='symlog'."
-        )
-    stage = _first_nonfinite_layer(module, batch, device)
-    if stage is not None and stage.endswith(".attention"):
-        kernel = module.get_submodule(stage).kernel
-        if kernel.growth == "user":
-            return (
-                f"the attention in {stage} went non-finite on finite inputs: the user kernel "
-                f"{kernel.name!r} returned inf or nan for some attention scores. Make g finite for "
-                "all scores (e.g. clamp its argument), or use a built-in kernel."
-            )
-        return (
-            f"the attention in {stage} overflowed float32 on extreme input points (softmax attention "
-            "on raw heavy-tailed data is the typical cause). Use transform='symlog', a slower-growing "
-            "kernel ('log', 'sigmoid', 'poly'), or rescale X."
-        )
-    where = f"in {stage} " if stage is not None else ""
-    return (
-        f"the activations {where}overflowed float32 on extreme input points. Use transform='symlog' "
-        "or rescale X, or a smaller lr."
-    )
-
-
-def _first_nonfinite_layer(module, batch, device):
-    """Name of the first layer whose inputs are finite and whose output is not, or None."""
-    if not isinstance(batch, dict) or "X" not in batch:
-        return None
-    X = to_tensor(batch["X"], device=device)
-    weights = to_tensor(batch["weights"], device=device) if "weights" in batch else None
-    found = []
-
-    def finite(values):
-        return all(bool(torch.isfinite(v).all()) for v in values if isinstance(v, torch.Tensor))
-
-    def record(name):
-        def hook(layer, inputs, output):
-            if not found and finite(inputs) and not finite([output]):
-                found.append(name)
-        return hook
-
-    handles = [layer.register_forward_hook(record(name)) for name, layer in module.named_modules() if name]
-    try:
-        with torch.no_grad():
-            module(X, weights)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return found[0] if found else None
-
-
-# Callback names the estimator or skorch already use.
-_RESERVED_CALLBACK_NAMES = (
-    "stop_on_non_finite", "early_stopping", "progress_bar", "epoch_timer", "train_loss", "valid_loss",
-    "print_log",
-)
-
-
-def _check_callbacks(callbacks):
-    if callbacks is None:
-        return
-    if not isinstance(callbacks, (list, tuple)):
-        raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(callbacks).__name__}.")
-    names = set()
-    for index, entry in enumerate(callbacks):
-        name, callback = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
-        is_callback = isinstance(callback, Callback) or (isinstance(callback, type) and issubclass(callback, Callback))
-        if not is_callback:
-            raise TypeError(
-                f"callbacks[{index}] is {callback!r}, not a skorch Callback; pass instances of "
-                "skorch.callbacks.Callback subclasses, optionally as (name, callback) pairs."
-            )
-        if name is None:
-            continue
-        if not isinstance(name, str):
-            raise TypeError(f"callbacks[{index}] has name {name!r}; callback names must be strings.")
-        if name in _RESERVED_CALLBACK_NAMES:
-            raise ValueError(
-                f"callbacks[{index}] is named {name!r}, which the estimator already uses "
-                f"({', '.join(_RESERVED_CALLBACK_NAMES)}); give it another name. Early stopping "
-                "and progress output are the parameters early_stopping, patience and verbose."
-            )
-        if name in names:
-            raise ValueError(f"Two callbacks are named {name!r}; callback names must be unique.")
-        names.add(name)
-
-
-def _check_paired_counts(X, x_weights, y, y_weights):
-    """loss='mse' pairs the i-th output point with the i-th target point of each measure."""
-    x_counts = np.full(X.shape[0], X.shape[1]) if x_weights is None else (x_weights > 0).sum(axis=1)
-    y_counts = np.full(y.shape[0], y.shape[1]) if y_weights is None else (y_weights > 0).sum(axis=1)
-    differ = np.flatnonzero(x_counts != y_counts)
-    if differ.size:
-        i = int(differ[0])
-        raise ValueError(
-            f"loss='mse' needs paired targets with as many points as their inputs, but measure {i} "
-            f"has {x_counts[i]} input and {y_counts[i]} target points ({differ.size} measure(s) "
-            "differ); use loss='energy', 'sliced' or 'sinkhorn', which compare unpaired ensembles."
-        )
-
-
-def _check_validation_split(n_samples, fraction):
-    """early_stopping needs at least one measure on each side of the split."""
-    n_valid = math.ceil(n_samples * fraction)
-    if n_samples * fraction < 1 or n_samples - n_valid < 1:
-        raise ValueError(
-            f"early_stopping with validation_fraction={fraction} splits {n_samples} measure(s) into "
-            f"{n_samples - n_valid} for training and {n_valid} held out; each side needs at least one. "
-            "Pass more measures or change validation_fraction."
-        )
-
-
-def _probe_loss(loss, loss_params, n_features_out):
-    """Call the loss once on two tiny batches and say what is wrong, before training."""
-    generator = torch.Generator().manual_seed(0)
-    if loss == "sliced" and "generator" not in loss_params:
-        loss_params = {**loss_params, "generator": generator}  # not torch's global generator
-    loss_fn = get_loss(loss, **loss_params)
-    y_pred = torch.randn(2, 3, n_features_out, generator=generator, requires_grad=True)
-    y_true = torch.randn(2, 3, n_features_out, generator=generator)
-    name = getattr(loss, "__name__", loss)
-    try:
-        value = loss_fn(y_pred, y_true, None, None)
-    except Exception as exc:
-        raise ValueError(
-            f"loss={name!r} raised {type(exc).__name__}: {exc} on a test batch of shape "
-            "(2, 3, n_features_out); a loss is called as loss(y_pred, y_true, pred_weights, "
-            "true_weights) with torch tensors (weights may be None)."
-        ) from exc
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(
-            f"loss={name!r} returned {type(value).__name__}; it must return a scalar torch tensor "
-            "computed from y_pred with torch operations, so that it can be backpropagated."
-        )
-    if value.numel() != 1:
-        hint = " (loss_params has reduction='none')" if loss_params.get("reduction") == "none" else ""
-        raise ValueError(
-            f"loss={name!r} returned a tensor of shape {tuple(value.shape)}{hint}; training needs "
-            "a scalar loss. Use reduction='mean' or 'sum'."
-        )
-    if not value.dtype.is_floating_point or not value.requires_grad:
-        raise TypeError(
-            f"loss={name!r} returned a {value.dtype} tensor that does not depend on y_pred through "
-            "autograd; compute it from y_pred with differentiable torch operations."
-        )
-    if not bool(torch.isfinite(value).all()):
-        raise ValueError(f"loss={name!r} returned {float(value.detach())} on a finite test batch.")
-
-
-class _StopOnNonFinite(Callback):
-    """Abort training at the first non-finite gradient or loss, naming the stage.
-
-    Non-finite forward outputs and losses are caught in ``_MeasureNet.get_loss``;
-    gradients here, before the optimizer step writes them into the weights.
-    """
-
-    def on_grad_computed(self, net, named_parameters, X=None, y=None, training=False, **kwargs):
-        bad = [name for name, p in named_parameters if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
-        if bad:
-            raise FloatingPointError(
-                f"The backward pass produced non-finite gradients at epoch {len(net.history)} for "
-                f"{', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}, while the forward pass and the "
-                "loss were finite. The gradient overflowed on extreme points; use transform='symlog', "
-                "a slower-growing kernel ('log', 'sigmoid', 'poly'), a smaller lr, or "
-                "attention_backend='chunked'."
-            )
-
-    def on_batch_end(self, net, batch=None, training=None, **kwargs):
-        key = "train_loss" if training else "valid_loss"
-        loss = net.history[-1, "batches", -1, key]
-        if not np.isfinite(loss):
-            raise FloatingPointError(
-                f"The training loss became {loss} at epoch {len(net.history)}; the network's outputs "
-                "or the loss overflowed. Use transform='symlog' or a smaller lr."
-            )
-
-
-class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
+class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimator):
     """Measure-to-measure regression with a kernel-attention transformer.
 
     Each sample of ``X`` is an input ensemble (an empirical measure, shape
@@ -451,6 +160,38 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
     >>> model.attention_ess(X[:3]).shape  # trained attention ESS / n per measure and head
     (3, 2)
     """
+
+    # One statement of each hyper-parameter's domain, checked by scikit-learn's
+    # ``_validate_params`` at the start of fit. Parameters whose domain depends
+    # on other values (kernel, loss and their params, device, callbacks) are
+    # checked by their own homes in ``_check_params``.
+    _parameter_constraints: dict = {
+        "kernel": [str, callable],
+        "kernel_params": [dict, None],
+        "transform": [StrOptions({"symlog"}), HasMethods(["fit", "transform", "inverse_transform"]), None],
+        "d_model": [_POSITIVE_INT],
+        "n_heads": [_POSITIVE_INT],
+        "n_layers": [_POSITIVE_INT],
+        "dim_feedforward": [_POSITIVE_INT],
+        "norm": [StrOptions({"post", "pre"})],
+        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "loss": [str, callable],
+        "loss_params": [dict, None],
+        "lr": [Interval(Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "batch_size": [_POSITIVE_INT],
+        "max_epochs": [_POSITIVE_INT],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "patience": [_POSITIVE_INT],
+        "device": [str],
+        "attention_backend": [StrOptions(set(BACKENDS))],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "callbacks": [list, tuple, None],
+        "score_space": [StrOptions(set(SCORING_SPACES))],
+        "warm_start": ["boolean"],
+    }
 
     def __init__(
         self,
@@ -611,26 +352,26 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                 "its target measure."
             )
         if self.loss == "mse":
-            _check_paired_counts(X, x_weights, y, y_weights)
+            check_paired_counts(X, x_weights, y, y_weights)
         if self.early_stopping:
-            _check_validation_split(X.shape[0], self.validation_fraction)
-        _probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
+            check_validation_split(X.shape[0], self.validation_fraction)
+        probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
 
         if resume:
             net, transform_X, transform_y = self.net_, self.transform_X_, self.transform_y_
-            X_model = _transform_points(transform_X, X, "transform")
-            y_model = _transform_points(transform_y, y, "transform")
+            X_model = transform_points(transform_X, X, "transform")
+            y_model = transform_points(transform_y, y, "transform")
         else:
             transform_X = self._make_transform()
             transform_y = self._make_transform()
-            X_model = _fit_transform_points(transform_X, X, x_weights)
-            y_model = _fit_transform_points(transform_y, y, y_weights)
-        _check_float32_range(X_model, "X", self.transform)
-        _check_float32_range(y_model, "y", self.transform)
-        inputs = _as_batch(X_model, x_weights, y_weights)
+            X_model = fit_transform_points(transform_X, X, x_weights)
+            y_model = fit_transform_points(transform_y, y, y_weights)
+        check_float32_range(X_model, "X", self.transform)
+        check_float32_range(y_model, "y", self.transform)
+        inputs = as_batch(X_model, x_weights, y_weights)
         if not resume:
             seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            net = self._build_net(X.shape[-1], y.shape[-1], config, seed)
+            net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed)
 
         # A failed fit leaves the estimator unfitted, never half-fitted.
         for attribute in _FITTED_ATTRIBUTES:
@@ -645,7 +386,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                 net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
             else:
                 net.fit(inputs, y_model.astype(np.float32))
-        except _TrainingInterrupted:
+        except TrainingInterrupted:
             # skorch would swallow Ctrl-C and leave a half-trained net that looks
             # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
             raise KeyboardInterrupt(
@@ -662,40 +403,6 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         self.device_ = config["device"]
         return self
 
-    # ---------------------------------------------------------- persistence
-    def __getstate__(self):
-        state = super().__getstate__()
-        state[_VERSION_KEY] = _package_version()
-        return state
-
-    def __setstate__(self, state):
-        state = dict(state)
-        saved = state.pop(_VERSION_KEY, None)
-        current = _package_version()
-        if saved is None:
-            warnings.warn(
-                f"This {type(self).__name__} was pickled without a sklearn_measattn version stamp "
-                f"(an unknown, older version); loading it with version {current} may fail or "
-                "give wrong predictions. Refit and save it again.",
-                UserWarning,
-                stacklevel=2,
-            )
-        elif _major_minor(saved) != _major_minor(current):
-            raise RuntimeError(
-                f"This {type(self).__name__} was saved with sklearn_measattn {saved}, but this is "
-                f"sklearn_measattn {current}; models are only loadable within the same major.minor "
-                f"version. Install sklearn_measattn=={saved} to load it, or refit the model."
-            )
-        super().__setstate__(state)
-        device = self.__dict__.get("device_")
-        if isinstance(device, str) and device.startswith("cuda") and not torch.cuda.is_available():
-            warnings.warn(
-                f"This {type(self).__name__} was trained on device {device!r}, but CUDA is not "
-                "available here; it was loaded on the CPU (device_='cpu').",
-                UserWarning,
-                stacklevel=2,
-            )
-            self.device_ = "cpu"
 
     @property
     def history_(self):
@@ -731,10 +438,10 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         ragged = is_ragged(X)
         X, x_weights = check_measures(X, input_name="X")
         check_n_features(X, self.n_features_in_)
-        X_model = _transform_points(self.transform_X_, X, "transform")
-        _check_float32_range(X_model, "X", self.transform)
+        X_model = transform_points(self.transform_X_, X, "transform")
+        check_float32_range(X_model, "X", self.transform)
         with torch.no_grad():
-            y_model = self.net_.predict(_as_batch(X_model, x_weights, None)).astype(np.float64)
+            y_model = self.net_.predict(as_batch(X_model, x_weights, None)).astype(np.float64)
         if not np.all(np.isfinite(y_model)):
             raise FloatingPointError(
                 f"The network produced non-finite predictions for X (largest |value| "
@@ -742,7 +449,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
                 "or activations overflowed float32 on extreme points. Train with transform='symlog' "
                 "so that inputs reach the network on a logarithmic scale, or rescale the data."
             )
-        y_pred = _transform_points(self.transform_y_, y_model, "inverse_transform")
+        y_pred = transform_points(self.transform_y_, y_model, "inverse_transform")
         if not np.all(np.isfinite(y_pred)):
             kind = "NaN" if np.any(np.isnan(y_pred)) else "inf"
             raise FloatingPointError(
@@ -776,7 +483,7 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         score : float
             ``-energy_distance(y, self.predict(X))`` in ``score_space``.
         """
-        space = _check_space(self.score_space)
+        space = self.score_space
         return -energy_distance(to_space(y, space), to_space(self.predict(X), space), sample_weight=sample_weight)
 
     # --------------------------------------------------------- diagnostics
@@ -834,28 +541,9 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         >>> bool(np.median(ess) < 0.1)  # softmax on raw Pareto(0.7) data: one point takes the weight
         True
         """
-        batches, n_heads = self._attention_inputs(X, layer, batch_size)
-        max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
-        rng = check_random_state(random_state)
-        out = []
-        for q, k, a in batches:
-            for i in range(q.shape[0]):
-                present = np.flatnonzero(a[i] > 0)
-                queries = present
-                if max_queries is not None and len(present) > max_queries:
-                    queries = np.sort(rng.choice(present, max_queries, replace=False))
-                a_i = torch.as_tensor(a[i], dtype=torch.float64)
-                log_a = torch.log(a_i)[None, :]
-                q_i = q[i : i + 1, :, torch.as_tensor(queries)]
-                inverse_ess = torch.cat(
-                    [(w * w).sum(dim=-1)[0] for _, _, w in _attention_weight_blocks(q_i, k[i : i + 1], self._kernel_(), log_a)],
-                    dim=-1,
-                )  # (heads, n_queries drawn)
-                query_weights = a_i[torch.as_tensor(queries)]
-                base_ess = 1.0 / float((a_i * a_i).sum())
-                ess = ((1.0 / inverse_ess) * query_weights).sum(dim=-1) / query_weights.sum() / base_ess
-                out.append(ess.numpy())
-        return np.stack(out).reshape(-1, n_heads)
+        return trained_attention_ess(
+            self, X, layer=layer, max_queries=max_queries, random_state=random_state, batch_size=batch_size
+        )
 
     def attention_weights(self, X, *, layer=0, batch_size=None):
         """The trained attention weights of block ``layer`` on measures ``X`` (for plots).
@@ -899,115 +587,23 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
         >>> bool(abs(W.sum(axis=-1) - 1).max() < 1e-12)
         True
         """
-        check_is_fitted(self, "net_")
-        ragged = is_ragged(X)
-        n_samples = len(X) if ragged else np.shape(X)[0]
-        n_points = max(np.shape(m)[0] for m in X) if ragged else np.shape(X)[1]
-        n_heads = self.net_.module_.blocks[0].attention.n_heads
-        size = 8 * n_samples * n_heads * n_points * n_points
-        if size > 2**31:
-            raise ValueError(
-                f"attention_weights would hold {size / 2**30:.1f} GiB ({n_samples} measures x {n_heads} heads x "
-                f"{n_points}^2 points); pass fewer or smaller measures, or use attention_ess, which never "
-                "materialises the weights."
-            )
-        batches, _ = self._attention_inputs(X, layer, batch_size)
-        blocks = []
-        for q, k, a in batches:
-            log_a = torch.log(torch.as_tensor(a, dtype=torch.float64))
-            blocks.append(torch.cat([w for _, _, w in _attention_weight_blocks(q, k, self._kernel_(), log_a)], dim=2))
-        weights = torch.cat(blocks).numpy()
-        if ragged:
-            lengths = [np.shape(m)[0] for m in X]
-            return [weights[i, :, :n, :n] for i, n in enumerate(lengths)]
-        return weights
-
-    def _kernel_(self):
-        return self.net_.module_.blocks[0].attention.kernel
-
-    def _attention_inputs(self, X, layer, batch_size):
-        """Validate; yield float64 ``(q, k, a)`` per batch of measures (``a``: normalised point weights)."""
-        check_is_fitted(self, "net_")
-        module = self.net_.module_
-        n_layers = len(module.blocks)
-        if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < n_layers:
-            raise ValueError(f"layer must be an integer in [0, {n_layers}) for this {n_layers}-block model, got {layer!r}.")
-        batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or self.batch_size
-        X, x_weights = check_measures(X, input_name="X")
-        check_n_features(X, self.n_features_in_)
-        X_model = _transform_points(self.transform_X_, X, "transform")
-        _check_float32_range(X_model, "X", self.transform)
-        weights = np.ones(X.shape[:2]) if x_weights is None else x_weights.astype(np.float64)
-        weights = weights / weights.sum(axis=1, keepdims=True)
-        device = self.device_
-        n_heads = module.blocks[layer].attention.n_heads
-
-        def batches():
-            was_training = module.training
-            module.eval()
-            try:
-                with torch.no_grad():
-                    for start in range(0, X.shape[0], batch_size):
-                        stop = min(start + batch_size, X.shape[0])
-                        xb = torch.as_tensor(X_model[start:stop], dtype=torch.float32, device=device)
-                        wb = None if x_weights is None else torch.as_tensor(
-                            x_weights[start:stop], dtype=torch.float32, device=device
-                        )
-                        q, k, _ = module.attention_inputs(xb, wb, layer=int(layer))
-                        if not (bool(torch.isfinite(q).all()) and bool(torch.isfinite(k).all())):
-                            raise FloatingPointError(
-                                f"The queries or keys of layer {layer} overflowed float32 on measures "
-                                f"{start}..{stop - 1}, so their attention weights are undefined. Train "
-                                "with transform='symlog' so that the network sees a logarithmic scale."
-                            )
-                        yield q.double().cpu(), k.double().cpu(), weights[start:stop]
-            finally:
-                module.train(was_training)
-
-        return batches(), n_heads
+        return trained_attention_weights(self, X, layer=layer, batch_size=batch_size)
 
     # -------------------------------------------------------------- helpers
     def _check_params(self):
         """Check every hyper-parameter, naming the bad one; return derived config."""
-        if self.kernel_params is not None and not isinstance(self.kernel_params, dict):
-            raise TypeError(f"kernel_params must be a dict or None, got {type(self.kernel_params).__name__}.")
+        self._validate_params()
         try:
             kernel = get_kernel(self.kernel, **(self.kernel_params or {}))
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"Invalid kernel={self.kernel!r} / kernel_params={self.kernel_params!r}: {exc}") from None
-        if self.loss_params is not None and not isinstance(self.loss_params, dict):
-            raise TypeError(f"loss_params must be a dict or None, got {type(self.loss_params).__name__}.")
         try:
             get_loss(self.loss, **(self.loss_params or {}))
         except (ValueError, TypeError) as exc:
             raise type(exc)(f"Invalid loss={self.loss!r} / loss_params={self.loss_params!r}: {exc}") from None
-        self._make_transform()
-        for name in ("d_model", "n_heads", "n_layers", "dim_feedforward", "batch_size", "max_epochs", "patience"):
-            check_positive(getattr(self, name), name, integer=True)
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}.")
-        if self.norm not in _NORMS:
-            raise ValueError(f"norm must be 'post' or 'pre', got {self.norm!r}.")
-        dropout = check_positive(self.dropout, "dropout", allow_zero=True)
-        if dropout >= 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}.")
-        check_positive(self.lr, "lr")
-        check_positive(self.weight_decay, "weight_decay", allow_zero=True)
-        if not isinstance(self.early_stopping, (bool, np.bool_)):
-            raise TypeError(f"early_stopping must be True or False, got {self.early_stopping!r}.")
-        fraction = check_positive(self.validation_fraction, "validation_fraction")
-        if fraction >= 1:
-            raise ValueError(f"validation_fraction must be in (0, 1), got {self.validation_fraction!r}.")
-        if self.attention_backend not in BACKENDS:
-            raise ValueError(
-                f"attention_backend must be one of {', '.join(map(repr, BACKENDS))}, got {self.attention_backend!r}."
-            )
-        check_positive(self.verbose, "verbose", integer=True, allow_zero=True)
-        _check_callbacks(self.callbacks)
-        check_random_state(self.random_state)
-        _check_space(self.score_space)
-        if not isinstance(self.warm_start, (bool, np.bool_)):
-            raise TypeError(f"warm_start must be True or False, got {self.warm_start!r}.")
+        check_callbacks(self.callbacks)
         device = self._resolve_device()
         # A backend that cannot run this kernel on this device (sdpa with log,
         # fused on CUDA) fails here, before any training, not at the first batch.
@@ -1039,86 +635,4 @@ class MeasureTransformerRegressor(RegressorMixin, BaseEstimator):
             if transform != "symlog":
                 raise ValueError(f"transform must be None, 'symlog' or a transformer object, got {transform!r}.")
             return SymlogTransformer()
-        if not all(hasattr(transform, method) for method in ("fit", "transform", "inverse_transform")):
-            raise TypeError(
-                "transform must be None, 'symlog' or a transformer with fit, transform and "
-                f"inverse_transform methods, got {type(transform).__name__}."
-            )
         return clone(transform)
-
-    def _build_net(self, n_features_in, n_features_out, config, seed):
-        loss_params = dict(self.loss_params or {})
-        if self.loss == "sliced" and "generator" not in loss_params:
-            # on the CPU whatever the device: a CUDA generator would not unpickle without CUDA
-            loss_params["generator"] = torch.Generator().manual_seed(seed + 1)
-        callbacks = [("stop_on_non_finite", _StopOnNonFinite())]
-        # User callbacks run before early stopping so they also see the last epoch.
-        for index, callback in enumerate(self.callbacks or []):
-            callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))
-        if self.early_stopping:
-            callbacks.append(
-                ("early_stopping", EarlyStopping(monitor="valid_loss", patience=self.patience, load_best=True))
-            )
-        if self.verbose:
-            callbacks.append(("progress_bar", ProgressBar()))
-        train_split = (
-            ValidSplit(self.validation_fraction, stratified=False, random_state=seed) if self.early_stopping else None
-        )
-        net = _MeasureNet(
-            MeasureTransformer,
-            module__n_features_in=n_features_in,
-            module__n_features_out=n_features_out,
-            module__d_model=self.d_model,
-            module__n_heads=self.n_heads,
-            module__n_layers=self.n_layers,
-            module__dim_feedforward=self.dim_feedforward,
-            module__dropout=self.dropout,
-            module__kernel=self.kernel,
-            module__kernel_params=self.kernel_params,
-            module__norm_first=self.norm == "pre",
-            module__attention_backend=self.attention_backend,
-            # Private generators for weights, dropout, shuffling and loss
-            # projections: torch's global generator is shared by every thread.
-            module__random_state=seed,
-            criterion=MeasureLoss,
-            criterion__name=self.loss,
-            **{f"criterion__{key}": value for key, value in loss_params.items()},
-            optimizer=torch.optim.AdamW,
-            lr=self.lr,
-            optimizer__weight_decay=self.weight_decay,
-            batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            train_split=train_split,
-            iterator_train__shuffle=True,
-            callbacks=callbacks,
-            device=config["device"],
-            verbose=self.verbose,
-        )
-        net.loader_seed = seed
-        return net
-
-
-def _as_batch(X, x_weights, y_weights):
-    """The dict of float32 arrays that skorch slices into batches."""
-    batch = {"X": X.astype(np.float32)}
-    if x_weights is not None:
-        batch["weights"] = x_weights.astype(np.float32)
-    if y_weights is not None:
-        batch["y_weights"] = y_weights.astype(np.float32)
-    return batch
-
-
-def _fit_transform_points(transformer, X, weights):
-    """Fit ``transformer`` on the real (positive-weight) points of ``X``; transform all."""
-    if transformer is None:
-        return X
-    points = X.reshape(-1, X.shape[-1]) if weights is None else X[weights > 0]
-    transformer.fit(points)
-    return _transform_points(transformer, X, "transform")
-
-
-def _transform_points(transformer, X, method):
-    if transformer is None:
-        return X
-    flat = getattr(transformer, method)(X.reshape(-1, X.shape[-1]))
-    return np.asarray(flat, dtype=np.float64).reshape(*X.shape[:2], -1)

@@ -251,6 +251,24 @@ def _check_scores_finite(q, k, sample):
         )
 
 
+def _query_ess_fractions(q, k, kernel, a):
+    """Attention ESS of each query of one measure, as a fraction of the measure's effective size.
+
+    The one definition of attention ESS, shared by :func:`attention_ess` (random
+    projections) and the fitted estimator's ``attention_ess``: with weights
+    ``w_ij = softmax_j(g(S_ij) + log a_j)``, ``ESS_i = 1 / sum_j w_ij^2``,
+    divided by ``1 / sum_j a_j^2``.
+
+    ``q`` is a ``(heads, n_queries, d_head)`` and ``k`` a ``(heads, n_keys,
+    d_head)`` float64 tensor; ``a`` the ``(n_keys,)`` point weights, summing to
+    1, 0 at absent points. Returns a ``(heads, n_queries)`` tensor.
+    """
+    log_a = torch.where(a > 0, torch.log(torch.clamp(a, min=1e-300)), torch.full_like(a, -math.inf))
+    blocks = _attention_weight_blocks(q[None], k[None], kernel, log_a[None])
+    inverse_ess = torch.cat([(w * w).sum(dim=-1)[0] for _, _, w in blocks], dim=-1)
+    return (a * a).sum() / inverse_ess
+
+
 def attention_ess(
     X,
     kernel="softmax",
@@ -355,8 +373,6 @@ def attention_ess(
 
     Xt = torch.as_tensor(X, dtype=torch.float64)
     at = torch.as_tensor(a, dtype=torch.float64)
-    log_a = torch.where(at > 0, torch.log(torch.clamp(at, min=1e-300)), torch.full_like(at, -math.inf))
-    base_ess = 1.0 / (at * at).sum(dim=1)  # (n_samples,)
     max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
     query_sets = [np.flatnonzero(a[i] > 0) for i in range(n_samples)]
     if max_queries is not None:
@@ -373,14 +389,10 @@ def attention_ess(
             Wq_t = torch.as_tensor(Wq, dtype=torch.float64)
             Wk_t = torch.as_tensor(Wk, dtype=torch.float64)
             for i, queries in enumerate(query_sets):
-                q = (Xt[i, queries] @ Wq_t)[None, None]
-                k = (Xt[i] @ Wk_t)[None, None]
+                q = (Xt[i, queries] @ Wq_t)[None]  # one head
+                k = (Xt[i] @ Wk_t)[None]
                 _check_scores_finite(q, k, i)
-                ess = torch.cat([
-                    1.0 / (attn * attn).sum(dim=-1)[0, 0]
-                    for _, _, attn in _attention_weight_blocks(q, k, kernel_obj, log_a[i][None, :])
-                ])
-                frac[i, queries] += ess / base_ess[i]
+                frac[i, queries] += _query_ess_fractions(q, k, kernel_obj, at[i])[0]
     frac = (frac / len(draws)).numpy()
     if per_query:
         return frac

@@ -1,0 +1,388 @@
+"""The training machinery behind the estimator: a skorch net, its guards and checks.
+
+The net's batches are dicts, so that point weights reach the module and the
+loss; the guards stop training at the first non-finite forward output, loss or
+gradient and name the stage that produced it; the checks run before any
+training, so that bad input never leaves a half-trained estimator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from skorch import NeuralNetRegressor
+from skorch.callbacks import Callback, EarlyStopping, ProgressBar
+from skorch.dataset import ValidSplit
+from skorch.utils import to_tensor
+
+from .losses import MeasureLoss, get_loss
+from .transformer import MeasureTransformer
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_float32_range(X, input_name, transform):
+    """The net runs in float32: reject values it would turn into inf, before it does."""
+    if not np.all(np.isfinite(X)):
+        kind = "NaN" if np.any(np.isnan(X)) else "inf"
+        raise ValueError(
+            f"transform={transform!r} produced {kind} values from the finite {input_name}; the "
+            "network needs finite inputs. Check the transformer on these data (e.g. a log of "
+            "negative values), or use transform='symlog', which is finite everywhere."
+        )
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    if largest > _FLOAT32_MAX:
+        where = f"after transform={transform!r}, " if transform is not None else ""
+        raise ValueError(
+            f"{input_name} has values of magnitude up to {largest:.3g} {where}beyond the float32 range "
+            f"({_FLOAT32_MAX:.3g}) the network computes in. Use transform='symlog' (it maps 1e300 to "
+            "about 690) or rescale the data."
+        )
+
+
+
+class _MeasureNet(NeuralNetRegressor):
+    """skorch net whose batches are dicts ``{"X", "weights"?, "y_weights"?}``.
+
+    Input point weights go to the module and, with the target weights, to the
+    criterion; ``y_weights`` never reaches the module.
+    """
+
+    loader_seed = None
+
+    def get_params_for(self, prefix):
+        params = super().get_params_for(prefix)
+        # Shuffling from a private generator, kept across epochs. The evaluation
+        # loader gets one too: a DataLoader draws a base seed from its generator
+        # (torch's global one by default) even without workers.
+        if prefix in ("iterator_train", "iterator_valid") and self.loader_seed is not None:
+            generators = self.__dict__.setdefault("_loader_generators", {})
+            if prefix not in generators:
+                generators[prefix] = torch.Generator().manual_seed(self.loader_seed)
+            params.setdefault("generator", generators[prefix])
+        return params
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_loader_generators", None)  # recreated from loader_seed when needed
+        return state
+
+    def infer(self, x, **fit_params):
+        if isinstance(x, dict) and "y_weights" in x:
+            x = {key: value for key, value in x.items() if key != "y_weights"}
+        return super().infer(x, **fit_params)
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        y_true = to_tensor(y_true, device=self.device)
+        pred_weights = true_weights = None
+        if isinstance(X, dict):
+            pred_weights = to_tensor(X["weights"], device=self.device) if "weights" in X else None
+            true_weights = to_tensor(X["y_weights"], device=self.device) if "y_weights" in X else None
+        # Name the stage that failed: the forward pass here, the loss just below,
+        # the backward pass in _StopOnNonFinite.on_grad_computed.
+        if not bool(torch.isfinite(y_pred.detach()).all()):
+            kind = "nan" if bool(torch.isnan(y_pred.detach()).any()) else "inf"
+            raise FloatingPointError(
+                f"The network's forward pass produced non-finite outputs ({kind}) at epoch {len(self.history)} "
+                f"({'training' if training else 'validation'} batch), before the loss: "
+                + _nonfinite_forward_hint(self.module_, X, self.device)
+            )
+        loss = self.criterion_(y_pred, y_true, pred_weights, true_weights)
+        if not bool(torch.isfinite(loss.detach()).all()):
+            name = self.criterion_.name
+            culprit = (
+                f"the user loss {getattr(name, '__name__', name)!r} returned it"
+                if callable(name) else "the distance between prediction and target overflowed (extreme "
+                "target values); use transform='symlog' or rescale y"
+            )
+            raise FloatingPointError(
+                f"The loss became {float(loss.detach())} at epoch {len(self.history)} although the network's "
+                f"outputs were finite: {culprit}."
+            )
+        return loss
+
+    def fit_loop(self, X, y=None, epochs=None, **fit_params):
+        try:
+            return super().fit_loop(X, y, epochs=epochs, **fit_params)
+        except KeyboardInterrupt as exc:
+            if _raised_by_callback(exc):
+                return self  # skorch's way for a callback (EarlyStopping) to end training
+            raise TrainingInterrupted from None
+
+
+class TrainingInterrupted(BaseException):
+    """Carries a KeyboardInterrupt past skorch, which would swallow it."""
+
+
+def _raised_by_callback(exc):
+    """Whether a KeyboardInterrupt was raised by a skorch callback's hook (skorch's
+    convention to stop training, e.g. EarlyStopping) rather than by Ctrl-C."""
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    return isinstance(frame.f_locals.get("self"), Callback) and frame.f_code.co_name.startswith("on_")
+
+
+def _nonfinite_forward_hint(module, batch, device):
+    """Which parameters are already non-finite, or else which layer first went non-finite."""
+    bad = [name for name, p in module.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+    if bad:
+        return (
+            f"parameters {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} are already non-finite "
+            "(an optimizer step diverged); use a smaller lr or transform='symlog'."
+        )
+    stage = _first_nonfinite_layer(module, batch, device)
+    if stage is not None and stage.endswith(".attention"):
+        kernel = module.get_submodule(stage).kernel
+        if kernel.growth == "user":
+            return (
+                f"the attention in {stage} went non-finite on finite inputs: the user kernel "
+                f"{kernel.name!r} returned inf or nan for some attention scores. Make g finite for "
+                "all scores (e.g. clamp its argument), or use a built-in kernel."
+            )
+        return (
+            f"the attention in {stage} overflowed float32 on extreme input points (softmax attention "
+            "on raw heavy-tailed data is the typical cause). Use transform='symlog', a slower-growing "
+            "kernel ('log', 'sigmoid', 'poly'), or rescale X."
+        )
+    where = f"in {stage} " if stage is not None else ""
+    return (
+        f"the activations {where}overflowed float32 on extreme input points. Use transform='symlog' "
+        "or rescale X, or a smaller lr."
+    )
+
+
+def _first_nonfinite_layer(module, batch, device):
+    """Name of the first layer whose inputs are finite and whose output is not, or None."""
+    if not isinstance(batch, dict) or "X" not in batch:
+        return None
+    X = to_tensor(batch["X"], device=device)
+    weights = to_tensor(batch["weights"], device=device) if "weights" in batch else None
+    found = []
+
+    def finite(values):
+        return all(bool(torch.isfinite(v).all()) for v in values if isinstance(v, torch.Tensor))
+
+    def record(name):
+        def hook(layer, inputs, output):
+            if not found and finite(inputs) and not finite([output]):
+                found.append(name)
+        return hook
+
+    handles = [layer.register_forward_hook(record(name)) for name, layer in module.named_modules() if name]
+    try:
+        with torch.no_grad():
+            module(X, weights)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found[0] if found else None
+
+
+# Callback names the estimator or skorch already use.
+_RESERVED_CALLBACK_NAMES = (
+    "stop_on_non_finite", "early_stopping", "progress_bar", "epoch_timer", "train_loss", "valid_loss",
+    "print_log",
+)
+
+
+def check_callbacks(callbacks):
+    if callbacks is None:
+        return
+    if not isinstance(callbacks, (list, tuple)):
+        raise TypeError(f"callbacks must be a list of skorch callbacks or None, got {type(callbacks).__name__}.")
+    names = set()
+    for index, entry in enumerate(callbacks):
+        name, callback = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, entry)
+        is_callback = isinstance(callback, Callback) or (isinstance(callback, type) and issubclass(callback, Callback))
+        if not is_callback:
+            raise TypeError(
+                f"callbacks[{index}] is {callback!r}, not a skorch Callback; pass instances of "
+                "skorch.callbacks.Callback subclasses, optionally as (name, callback) pairs."
+            )
+        if name is None:
+            continue
+        if not isinstance(name, str):
+            raise TypeError(f"callbacks[{index}] has name {name!r}; callback names must be strings.")
+        if name in _RESERVED_CALLBACK_NAMES:
+            raise ValueError(
+                f"callbacks[{index}] is named {name!r}, which the estimator already uses "
+                f"({', '.join(_RESERVED_CALLBACK_NAMES)}); give it another name. Early stopping "
+                "and progress output are the parameters early_stopping, patience and verbose."
+            )
+        if name in names:
+            raise ValueError(f"Two callbacks are named {name!r}; callback names must be unique.")
+        names.add(name)
+
+
+def check_paired_counts(X, x_weights, y, y_weights):
+    """loss='mse' pairs the i-th output point with the i-th target point of each measure."""
+    x_counts = np.full(X.shape[0], X.shape[1]) if x_weights is None else (x_weights > 0).sum(axis=1)
+    y_counts = np.full(y.shape[0], y.shape[1]) if y_weights is None else (y_weights > 0).sum(axis=1)
+    differ = np.flatnonzero(x_counts != y_counts)
+    if differ.size:
+        i = int(differ[0])
+        raise ValueError(
+            f"loss='mse' needs paired targets with as many points as their inputs, but measure {i} "
+            f"has {x_counts[i]} input and {y_counts[i]} target points ({differ.size} measure(s) "
+            "differ); use loss='energy', 'sliced' or 'sinkhorn', which compare unpaired ensembles."
+        )
+
+
+def check_validation_split(n_samples, fraction):
+    """early_stopping needs at least one measure on each side of the split."""
+    n_valid = math.ceil(n_samples * fraction)
+    if n_samples * fraction < 1 or n_samples - n_valid < 1:
+        raise ValueError(
+            f"early_stopping with validation_fraction={fraction} splits {n_samples} measure(s) into "
+            f"{n_samples - n_valid} for training and {n_valid} held out; each side needs at least one. "
+            "Pass more measures or change validation_fraction."
+        )
+
+
+def probe_loss(loss, loss_params, n_features_out):
+    """Call the loss once on two tiny batches and say what is wrong, before training."""
+    generator = torch.Generator().manual_seed(0)
+    if loss == "sliced" and "generator" not in loss_params:
+        loss_params = {**loss_params, "generator": generator}  # not torch's global generator
+    loss_fn = get_loss(loss, **loss_params)
+    y_pred = torch.randn(2, 3, n_features_out, generator=generator, requires_grad=True)
+    y_true = torch.randn(2, 3, n_features_out, generator=generator)
+    name = getattr(loss, "__name__", loss)
+    try:
+        value = loss_fn(y_pred, y_true, None, None)
+    except Exception as exc:
+        raise ValueError(
+            f"loss={name!r} raised {type(exc).__name__}: {exc} on a test batch of shape "
+            "(2, 3, n_features_out); a loss is called as loss(y_pred, y_true, pred_weights, "
+            "true_weights) with torch tensors (weights may be None)."
+        ) from exc
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(
+            f"loss={name!r} returned {type(value).__name__}; it must return a scalar torch tensor "
+            "computed from y_pred with torch operations, so that it can be backpropagated."
+        )
+    if value.numel() != 1:
+        hint = " (loss_params has reduction='none')" if loss_params.get("reduction") == "none" else ""
+        raise ValueError(
+            f"loss={name!r} returned a tensor of shape {tuple(value.shape)}{hint}; training needs "
+            "a scalar loss. Use reduction='mean' or 'sum'."
+        )
+    if not value.dtype.is_floating_point or not value.requires_grad:
+        raise TypeError(
+            f"loss={name!r} returned a {value.dtype} tensor that does not depend on y_pred through "
+            "autograd; compute it from y_pred with differentiable torch operations."
+        )
+    if not bool(torch.isfinite(value).all()):
+        raise ValueError(f"loss={name!r} returned {float(value.detach())} on a finite test batch.")
+
+
+class _StopOnNonFinite(Callback):
+    """Abort training at the first non-finite gradient or loss, naming the stage.
+
+    Non-finite forward outputs and losses are caught in ``_MeasureNet.get_loss``;
+    gradients here, before the optimizer step writes them into the weights.
+    """
+
+    def on_grad_computed(self, net, named_parameters, X=None, y=None, training=False, **kwargs):
+        bad = [name for name, p in named_parameters if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+        if bad:
+            raise FloatingPointError(
+                f"The backward pass produced non-finite gradients at epoch {len(net.history)} for "
+                f"{', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''}, while the forward pass and the "
+                "loss were finite. The gradient overflowed on extreme points; use transform='symlog', "
+                "a slower-growing kernel ('log', 'sigmoid', 'poly'), a smaller lr, or "
+                "attention_backend='chunked'."
+            )
+
+    def on_batch_end(self, net, batch=None, training=None, **kwargs):
+        key = "train_loss" if training else "valid_loss"
+        loss = net.history[-1, "batches", -1, key]
+        if not np.isfinite(loss):
+            raise FloatingPointError(
+                f"The training loss became {loss} at epoch {len(net.history)}; the network's outputs "
+                "or the loss overflowed. Use transform='symlog' or a smaller lr."
+            )
+
+
+
+def build_net(estimator, n_features_in, n_features_out, device, seed):
+    """The skorch net that trains ``estimator``'s transformer (not yet initialised)."""
+    loss_params = dict(estimator.loss_params or {})
+    if estimator.loss == "sliced" and "generator" not in loss_params:
+        # on the CPU whatever the device: a CUDA generator would not unpickle without CUDA
+        loss_params["generator"] = torch.Generator().manual_seed(seed + 1)
+    callbacks = [("stop_on_non_finite", _StopOnNonFinite())]
+    # User callbacks run before early stopping so they also see the last epoch.
+    for index, callback in enumerate(estimator.callbacks or []):
+        callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))
+    if estimator.early_stopping:
+        callbacks.append(
+            ("early_stopping", EarlyStopping(monitor="valid_loss", patience=estimator.patience, load_best=True))
+        )
+    if estimator.verbose:
+        callbacks.append(("progress_bar", ProgressBar()))
+    train_split = (
+        ValidSplit(estimator.validation_fraction, stratified=False, random_state=seed) if estimator.early_stopping else None
+    )
+    net = _MeasureNet(
+        MeasureTransformer,
+        module__n_features_in=n_features_in,
+        module__n_features_out=n_features_out,
+        module__d_model=estimator.d_model,
+        module__n_heads=estimator.n_heads,
+        module__n_layers=estimator.n_layers,
+        module__dim_feedforward=estimator.dim_feedforward,
+        module__dropout=estimator.dropout,
+        module__kernel=estimator.kernel,
+        module__kernel_params=estimator.kernel_params,
+        module__norm_first=estimator.norm == "pre",
+        module__attention_backend=estimator.attention_backend,
+        # Private generators for weights, dropout, shuffling and loss
+        # projections: torch's global generator is shared by every thread.
+        module__random_state=seed,
+        criterion=MeasureLoss,
+        criterion__name=estimator.loss,
+        **{f"criterion__{key}": value for key, value in loss_params.items()},
+        optimizer=torch.optim.AdamW,
+        lr=estimator.lr,
+        optimizer__weight_decay=estimator.weight_decay,
+        batch_size=estimator.batch_size,
+        max_epochs=estimator.max_epochs,
+        train_split=train_split,
+        iterator_train__shuffle=True,
+        callbacks=callbacks,
+        device=device,
+        verbose=estimator.verbose,
+    )
+    net.loader_seed = seed
+    return net
+
+
+def as_batch(X, x_weights, y_weights):
+    """The dict of float32 arrays that skorch slices into batches."""
+    batch = {"X": X.astype(np.float32)}
+    if x_weights is not None:
+        batch["weights"] = x_weights.astype(np.float32)
+    if y_weights is not None:
+        batch["y_weights"] = y_weights.astype(np.float32)
+    return batch
+
+
+def fit_transform_points(transformer, X, weights):
+    """Fit ``transformer`` on the real (positive-weight) points of ``X``; transform all."""
+    if transformer is None:
+        return X
+    points = X.reshape(-1, X.shape[-1]) if weights is None else X[weights > 0]
+    transformer.fit(points)
+    return transform_points(transformer, X, "transform")
+
+
+def transform_points(transformer, X, method):
+    if transformer is None:
+        return X
+    flat = getattr(transformer, method)(X.reshape(-1, X.shape[-1]))
+    return np.asarray(flat, dtype=np.float64).reshape(*X.shape[:2], -1)
