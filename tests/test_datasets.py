@@ -8,11 +8,11 @@ from sklearn.utils import Bunch
 from sklearn_measattn.datasets import (
     BENCHMARK_NAMES,
     TAILS,
-    _sample_base,
     load_benchmark,
     make_matrix_inverse,
     make_sheared_swap,
 )
+from sklearn_measattn.datasets._tails import _sample_base
 
 GENERATORS = {"matrix_inverse": make_matrix_inverse, "sheared_swap": make_sheared_swap}
 ALL_CASES = [(name, tail) for name in BENCHMARK_NAMES for tail in TAILS]
@@ -377,12 +377,12 @@ def test_make_sheared_swap_invalid(kwargs, error, match):
 @pytest.mark.parametrize("name", BENCHMARK_NAMES)
 def test_validation_happens_before_any_work(name, monkeypatch):
     # A bad argument must be rejected before the random generator is touched.
-    import sklearn_measattn.datasets as datasets
+    import sklearn_measattn.datasets._benchmarks as benchmarks
 
     def fail(*args, **kwargs):
         raise AssertionError("check_random_state called before validation finished")
 
-    monkeypatch.setattr(datasets, "check_random_state", fail)
+    monkeypatch.setattr(benchmarks, "check_random_state", fail)
     with pytest.raises(ValueError, match="tail"):
         GENERATORS[name](tail="bogus")
 

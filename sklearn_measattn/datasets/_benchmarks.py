@@ -10,20 +10,7 @@ matrix, the scales of its marginals), never on a single point, so it cannot be
 learnt point by point: a model has to look at the whole ensemble, which is what
 attention does.
 
-The randomness of every point comes from a *base family* ``tail``:
-
-- ``"gaussian"``: ``Z ~ N(0, I_d)`` (the light-tailed control);
-- ``"student_t"``: the elliptical multivariate Student-t with ``df = tail_index``,
-  ``Z = G / sqrt(W / df)`` with ``G ~ N(0, I_d)`` and one ``W ~ chi2(df)`` shared
-  by all coordinates of a point, so ``P(|Z| > t) ~ C t^-df``;
-- ``"pareto"``: independent, symmetric (mirrored) Pareto-II (Lomax) coordinates,
-  ``Z_j = S_j (U_j^(-1/alpha) - 1)`` with ``S_j`` a uniform random sign,
-  ``U_j ~ U(0, 1]`` and ``alpha = tail_index``, so that
-  ``P(|Z_j| > t) = (1 + t)^-alpha`` exactly.
-
-With ``tail_index = alpha``, moments of order ``>= alpha`` are infinite; in
-particular for ``alpha <= 2`` (the default is 1.5) the variance is infinite and
-softmax attention integrals diverge.
+The base families of the points are in the private module ``_tails``.
 """
 
 from __future__ import annotations
@@ -34,18 +21,14 @@ import numbers
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ._validation import check_positive
+from ._tails import _check_bool, _check_finite, _check_sizes, _check_tail, _sample_base
 
 __all__ = [
-    "TAILS",
     "BENCHMARK_NAMES",
     "make_matrix_inverse",
     "make_sheared_swap",
     "load_benchmark",
 ]
-
-#: Names of the base families accepted by ``tail=``.
-TAILS = ("gaussian", "student_t", "pareto")
 
 #: Names of the benchmarks accepted by :func:`load_benchmark`.
 BENCHMARK_NAMES = ("matrix_inverse", "sheared_swap")
@@ -54,40 +37,6 @@ BENCHMARK_NAMES = ("matrix_inverse", "sheared_swap")
 # --------------------------------------------------------------------------- #
 # Validation helpers
 # --------------------------------------------------------------------------- #
-
-
-def _check_tail(tail, tail_index):
-    if not isinstance(tail, str) or tail not in TAILS:
-        raise ValueError(
-            f"tail must be one of {list(TAILS)}, got {tail!r}. Use 'gaussian' for the "
-            "light-tailed control, 'student_t' or 'pareto' for polynomial tails."
-        )
-    if isinstance(tail_index, bool) or not isinstance(tail_index, numbers.Real):
-        raise TypeError(
-            f"tail_index must be a real number > 0 (the tail exponent alpha in "
-            f"P(|Z| > t) ~ t^-alpha), got {tail_index!r} of type {type(tail_index).__name__}."
-        )
-    if not np.isfinite(tail_index) or tail_index <= 0:
-        raise ValueError(
-            f"tail_index must be finite and > 0 (the tail exponent alpha in "
-            f"P(|Z| > t) ~ t^-alpha), got {tail_index!r}. For light tails use "
-            "tail='gaussian' instead of a huge tail_index."
-        )
-    return float(tail_index)
-
-
-def _check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}.")
-    return bool(value)
-
-
-def _check_sizes(n_samples, n_points, n_features):
-    return (
-        check_positive(n_samples, "n_samples", integer=True),
-        check_positive(n_points, "n_points", integer=True),
-        check_positive(n_features, "n_features", integer=True),
-    )
 
 
 def _check_condition(condition):
@@ -123,45 +72,6 @@ def _check_scale_range(scale_range):
             f"0 < low <= high, got {scale_range!r}."
         )
     return float(low), float(high)
-
-
-def _check_finite(X, y, tail, tail_index):
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-        raise ValueError(
-            f"tail={tail!r} with tail_index={tail_index!r} produced values that overflow "
-            "float64 (the tails are too heavy to represent); use a larger tail_index "
-            "(e.g. >= 0.2)."
-        )
-
-
-# --------------------------------------------------------------------------- #
-# Base families
-# --------------------------------------------------------------------------- #
-
-
-def _sample_base(shape, tail, tail_index, rng):
-    """Draw iid points of the base family; ``shape = (..., n_features)``.
-
-    The caller validates ``tail`` and ``tail_index`` and owns ``rng`` (a
-    ``numpy.random.RandomState``). Overflow for absurdly small ``tail_index``
-    yields ``inf``; callers check finiteness of what they return.
-    """
-    shape = tuple(shape)
-    if tail == "gaussian":
-        return rng.standard_normal(shape)
-    if tail == "student_t":
-        df = tail_index
-        gauss = rng.standard_normal(shape)
-        chi2 = rng.chisquare(df, size=shape[:-1] + (1,))  # one W per point
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return gauss / np.sqrt(chi2 / df)
-    if tail == "pareto":
-        # 1 - U with U ~ U[0, 1) lies in (0, 1]: never 0, so the power is finite.
-        uniform = 1.0 - rng.random_sample(shape)
-        sign = np.where(rng.random_sample(shape) < 0.5, -1.0, 1.0)
-        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-            return sign * np.expm1(-np.log(uniform) / tail_index)
-    raise ValueError(f"tail must be one of {list(TAILS)}, got {tail!r}.")  # pragma: no cover
 
 
 # --------------------------------------------------------------------------- #

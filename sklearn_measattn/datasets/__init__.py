@@ -1,0 +1,25 @@
+"""Datasets: benchmark generators and loaders for your own ensembles.
+
+A batch of measures is a float array ``(n_samples, n_points, n_features)``: sample
+``i`` is an ensemble (an empirical measure) of ``n_points`` points in
+``R^n_features``; a list of ``(n_points_i, n_features)`` arrays is a ragged batch.
+
+- Benchmarks of maps between heavy-tailed measures: :func:`make_matrix_inverse`,
+  :func:`make_sheared_swap`, :func:`load_benchmark`.
+- Your own ensembles from ``.npy``, ``.npz``, CSV/TSV files or a pandas
+  DataFrame: :func:`load_measures`.
+"""
+
+from ._benchmarks import BENCHMARK_NAMES, load_benchmark, make_matrix_inverse, make_sheared_swap
+from ._loaders import MEASURE_FILE_FORMATS, load_measures
+from ._tails import TAILS
+
+__all__ = [
+    "TAILS",
+    "BENCHMARK_NAMES",
+    "MEASURE_FILE_FORMATS",
+    "make_matrix_inverse",
+    "make_sheared_swap",
+    "load_benchmark",
+    "load_measures",
+]
