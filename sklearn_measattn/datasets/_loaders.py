@@ -8,13 +8,13 @@ the estimator and the metrics pad and weight themselves).
 
 from __future__ import annotations
 
-import csv
 import os
-import re
 import sys
-import zipfile
 
 import numpy as np
+
+from ._arrays import _read_npy, _read_npz
+from ._tables import _read_frame, _read_table
 
 __all__ = ["load_measures", "MEASURE_FILE_FORMATS"]
 
@@ -22,9 +22,7 @@ __all__ = ["load_measures", "MEASURE_FILE_FORMATS"]
 MEASURE_FILE_FORMATS = (".npy", ".npz", ".csv", ".tsv")
 
 _DEFAULT_GROUP_COLUMN = "measure"
-_DEFAULT_NPZ_KEY = "X"
-_NPY_MAGIC = b"\x93NUMPY"
-_SHOWN = 8  # how many names or indices an error message lists before "..."
+_SHOWN = 8  # how many names an error message lists before "..."
 
 
 class _MeasureFileNotFoundError(FileNotFoundError, ValueError):
@@ -271,247 +269,6 @@ def _check_path(source):
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a directory; pass the path of a {suffix} file.")
     return path, suffix
-
-
-# --------------------------------------------------------------------------- #
-# Array files
-# --------------------------------------------------------------------------- #
-
-
-def _object_array_hint(name, exc):
-    return ValueError(
-        f"{name} holds Python objects (e.g. a list of arrays of different lengths saved with np.save), "
-        f"which are not loaded for safety ({exc}). Save one array per measure instead: "
-        "np.savez(path, *list_of_arrays)."
-    )
-
-
-def _read_npy(path):
-    name = os.path.basename(path)
-    with open(path, "rb") as handle:
-        if handle.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-            raise ValueError(f"Could not read {name} as a .npy array: it does not start like a file written by np.save.")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except ValueError as exc:
-        if "allow_pickle" in str(exc):
-            raise _object_array_hint(name, exc) from None
-        raise ValueError(f"Could not read {name} as a .npy array: {exc}") from None
-    except (OSError, EOFError) as exc:
-        raise ValueError(f"Could not read {name} as a .npy array: {exc}") from None
-    _check_numeric_array(array, name)
-    if array.ndim != 3:
-        hint = " For a single measure save X[np.newaxis]; for ragged measures use an .npz file." if array.ndim == 2 else ""
-        raise ValueError(
-            f"{name} holds an array of shape {array.shape} ({array.ndim}-D); a batch of measures is 3-D: "
-            f"(n_samples, n_points, n_features).{hint}"
-        )
-    return array, list(range(array.shape[0]))
-
-
-def _numbered(files, prefix):
-    pattern = re.compile(rf"^{re.escape(prefix)}_(\d+)$")
-    numbered = {}
-    for name in files:
-        match = pattern.match(name)
-        if match:
-            numbered[int(match.group(1))] = name
-    return numbered
-
-
-def _resolve_npz_names(files, key, name):
-    """Names of the arrays to load, and whether they form one dense batch."""
-    prefix = _DEFAULT_NPZ_KEY if key is None else key
-    if prefix in files:
-        return [prefix], True
-    candidates = [prefix] if key is not None else [prefix, "arr"]
-    for candidate in candidates:
-        numbered = _numbered(files, candidate)
-        if numbered:
-            missing = sorted(set(range(max(numbered) + 1)) - set(numbered))
-            if missing:
-                raise ValueError(
-                    f"{name} has per-measure arrays {candidate}_0, {candidate}_1, ... with gaps: "
-                    f"{', '.join(f'{candidate}_{i}' for i in missing[:_SHOWN])} missing. Number the measures 0..n-1."
-                )
-            return [numbered[i] for i in range(len(numbered))], False
-    if key is None and len(files) == 1:
-        return list(files), True
-    present = sorted(files)
-    shown = present[:_SHOWN] + (["..."] if len(present) > _SHOWN else [])
-    raise ValueError(
-        f"{name} has no array {prefix!r} and no per-measure arrays {prefix}_0, {prefix}_1, ...; "
-        f"arrays present: {shown}. Pass key= to choose one (key='y' for targets)."
-    )
-
-
-def _read_npz(path, key):
-    name = os.path.basename(path)
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"Could not read {name} as an .npz archive: {exc}") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(f"{name} is a single .npy array, not an .npz archive; rename it to .npy.")
-    with archive:
-        names, dense = _resolve_npz_names(archive.files, key, name)
-        arrays = []
-        for array_name in names:
-            where = f"{name}[{array_name!r}]"
-            try:
-                array = archive[array_name]
-            except ValueError as exc:
-                if "allow_pickle" in str(exc):
-                    raise _object_array_hint(where, exc) from None
-                raise ValueError(f"Could not read {where}: {exc}") from None
-            _check_numeric_array(array, where)
-            expected = 3 if dense else 2
-            if array.ndim != expected:
-                layout = "(n_samples, n_points, n_features)" if dense else "(n_points, n_features), one measure"
-                hint = " For 1-D points use x.reshape(-1, 1)." if array.ndim == 1 else ""
-                raise ValueError(
-                    f"{where} has shape {array.shape} ({array.ndim}-D); expected {expected}-D {layout}.{hint}"
-                )
-            arrays.append(array)
-    if dense:
-        return arrays[0], list(range(arrays[0].shape[0]))
-    return arrays, names
-
-
-def _check_numeric_array(array, name):
-    if array.dtype.kind not in "iuf":
-        raise TypeError(
-            f"{name} has dtype {array.dtype}; measures must hold real numbers (integers or floats)."
-            + (" Split complex values into real and imaginary features." if array.dtype.kind == "c" else "")
-        )
-
-
-# --------------------------------------------------------------------------- #
-# Long-format tables
-# --------------------------------------------------------------------------- #
-
-
-def _resolve_columns(columns, group_column, feature_columns, where):
-    shown = [str(c) for c in columns[:20]] + (["..."] if len(columns) > 20 else [])
-    duplicated = sorted({str(c) for c in columns if columns.count(c) > 1})
-    if duplicated:
-        raise ValueError(f"{where} has duplicate column names {duplicated}; give every column its own name.")
-    if group_column not in columns:
-        raise ValueError(
-            f"{where} has no column {group_column!r} naming the measure of each row; columns present: {shown}. "
-            "Pass group_column= with the right name."
-        )
-    if feature_columns is None:
-        features = [c for c in columns if c != group_column]
-        if not features:
-            raise ValueError(f"{where} has only the column {group_column!r}; add at least one feature column.")
-        return features
-    missing = [c for c in feature_columns if c not in columns]
-    if missing:
-        raise ValueError(f"{where} has no feature column(s) {missing}; columns present: {shown}.")
-    return list(feature_columns)
-
-
-def _read_table(path, suffix, group_column, feature_columns):
-    name = os.path.basename(path)
-    delimiter = "\t" if suffix == ".tsv" else ","
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.reader(handle, delimiter=delimiter)
-            header = next((row for row in reader if row), None)
-            if header is None:
-                raise ValueError(f"{name} is empty; expected a header row, then one row per point.")
-            header = [cell.strip() for cell in header]
-            features = _resolve_columns(header, group_column, feature_columns, name)
-            group_index = header.index(group_column)
-            feature_indices = [header.index(c) for c in features]
-            groups, cells, lines = [], [], []
-            for row in reader:
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != len(header):
-                    raise ValueError(
-                        f"{name} line {reader.line_num} has {len(row)} fields but the header has {len(header)}; "
-                        f"every row needs one value per column (delimiter {delimiter!r})."
-                    )
-                groups.append(row[group_index].strip())
-                cells.append([row[i] for i in feature_indices])
-                lines.append(reader.line_num)
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name} is not UTF-8 text ({exc}); save the table as UTF-8 CSV.") from None
-    except csv.Error as exc:
-        raise ValueError(f"{name} is not a well-formed {suffix} table: {exc}") from None
-    if not groups:
-        raise ValueError(f"{name} has a header but no rows; expected one row per point.")
-    for group, line in zip(groups, lines):
-        if not group:
-            raise ValueError(f"{name} line {line}: the column {group_column!r} is empty; every point needs a measure name.")
-    values = np.empty((len(cells), len(features)))
-    cells = np.array(cells, dtype=np.str_)
-    for j, column in enumerate(features):
-        values[:, j] = _to_float_column(cells[:, j], column, name, lambda i: f"line {lines[i]}")
-    return _split_groups(groups, values)
-
-
-def _read_frame(frame, group_column, feature_columns):
-    where = "The DataFrame"
-    columns = list(frame.columns)
-    features = _resolve_columns(columns, group_column, feature_columns, where)
-    if len(frame) == 0:
-        raise ValueError(f"{where} has no rows; expected one row per point.")
-    index = frame.index
-
-    def row_name(i):
-        return f"row {i} (index {index[i]!r})"
-
-    groups = frame[group_column].tolist()
-    for i, group in enumerate(groups):
-        if group is None or (isinstance(group, float) and np.isnan(group)) or type(group).__name__ in ("NAType", "NaTType"):
-            raise ValueError(f"{where} {row_name(i)}: the column {group_column!r} is missing; every point needs a measure.")
-    values = np.empty((len(frame), len(features)))
-    for j, column in enumerate(features):
-        values[:, j] = _to_float_column(frame[column].to_numpy(), column, where, row_name)
-    return _split_groups(groups, values)
-
-
-def _to_float_column(raw, column, where, row_name):
-    """One column as float64; a TypeError names the first cell that is not a number."""
-    try:
-        values = np.asarray(raw, dtype=np.float64)
-    except (ValueError, TypeError):
-        values = None
-    if values is not None:
-        bad = np.flatnonzero(~np.isfinite(values))
-        if bad.size:
-            kind = "NaN (a missing value)" if np.isnan(values[bad[0]]) else "an infinite value"
-            raise ValueError(
-                f"{where}, column {column!r}, {row_name(int(bad[0]))}: {kind} ({bad.size} non-finite value(s) in "
-                "this column). Remove or impute them first: measures must be finite."
-            )
-        return values
-    for i, cell in enumerate(raw):
-        try:
-            float(cell)
-        except (ValueError, TypeError):
-            if isinstance(cell, str):
-                shown = repr(str(cell)) if cell.strip() else "an empty cell"
-            else:
-                shown = repr(cell)
-            raise TypeError(
-                f"{where}, column {column!r}, {row_name(i)}: {shown} is not a number. Feature columns must be "
-                "numeric; pass feature_columns= to leave other columns out."
-            ) from None
-    raise TypeError(f"{where}, column {column!r}: values of type {raw.dtype} are not numbers.")  # pragma: no cover
-
-
-def _split_groups(groups, values):
-    """Rows grouped by measure: measures in order of first appearance, rows in order."""
-    codes = {}
-    row_codes = np.fromiter((codes.setdefault(g, len(codes)) for g in groups), dtype=np.intp, count=len(groups))
-    order = np.argsort(row_codes, kind="stable")
-    counts = np.bincount(row_codes, minlength=len(codes))
-    measures = np.split(values[order], np.cumsum(counts)[:-1])
-    return measures, list(codes)
 
 
 # --------------------------------------------------------------------------- #
