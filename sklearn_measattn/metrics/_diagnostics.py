@@ -141,7 +141,7 @@ def across_sample_correlation(
     weights_true=None,
     weights_pred=None,
 ):
-    r"""Across-sample collapse: does the prediction still vary with the input?
+    r"""Measure across-sample collapse: whether predictions still vary with the input.
 
     Computes a robust statistic of every target and every predicted measure and
     returns the Spearman rank correlation, across samples, between the two:

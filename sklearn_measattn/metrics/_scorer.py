@@ -63,7 +63,7 @@ def _check_space(space):
 
 
 def to_space(y, space):
-    """Measures ``y`` (3-D array or list of 2-D arrays) as seen in scoring ``space``.
+    """Return measures ``y`` (3-D array or list of 2-D arrays) as seen in scoring ``space``.
 
     ``"raw"`` returns ``y`` unchanged; ``"symlog"`` applies
     :func:`~sklearn_measattn.preprocessing.symlog` (``scale=1``) to every
