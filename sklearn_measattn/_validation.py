@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_array
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "check_measure_pair",
     "check_n_features",
     "is_ragged",
+    "NumberInterval",
 ]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -290,3 +292,14 @@ def check_positive(value, name, *, integer=False, allow_zero=False, allow_none=F
         bound = ">= 0" if allow_zero else "> 0"
         raise ValueError(f"{name} must be finite and {bound}, got {value!r}.")
     return int(value) if integer else float(value)
+
+
+class NumberInterval(Interval):
+    """A scikit-learn parameter constraint for numbers in an interval, refusing booleans.
+
+    scikit-learn's ``Interval`` accepts ``True`` as the integer 1; a flag passed
+    where a size or a rate belongs is a mistake worth reporting.
+    """
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)

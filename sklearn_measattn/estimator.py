@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._persistence import VersionStampMixin
@@ -25,7 +25,7 @@ from ._training import (
     probe_loss,
     transform_points,
 )
-from ._validation import check_measures, check_n_features, is_ragged
+from ._validation import NumberInterval, check_measures, check_n_features, is_ragged
 from .attention import BACKENDS, resolve_backend
 from .kernels import get_kernel
 from .losses import get_loss
@@ -35,7 +35,7 @@ from .preprocessing import SymlogTransformer
 __all__ = ["MeasureTransformerRegressor"]
 
 _FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_", "device_")
-_POSITIVE_INT = Interval(Integral, 1, None, closed="left")
+_POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
 
 
 class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimator):
@@ -174,15 +174,15 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "n_layers": [_POSITIVE_INT],
         "dim_feedforward": [_POSITIVE_INT],
         "norm": [StrOptions({"post", "pre"})],
-        "dropout": [Interval(Real, 0, 1, closed="left")],
+        "dropout": [NumberInterval(Real, 0, 1, closed="left")],
         "loss": [str, callable],
         "loss_params": [dict, None],
-        "lr": [Interval(Real, 0, None, closed="neither")],
-        "weight_decay": [Interval(Real, 0, None, closed="left")],
+        "lr": [NumberInterval(Real, 0, None, closed="neither")],
+        "weight_decay": [NumberInterval(Real, 0, None, closed="left")],
         "batch_size": [_POSITIVE_INT],
         "max_epochs": [_POSITIVE_INT],
         "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "validation_fraction": [NumberInterval(Real, 0, 1, closed="neither")],
         "patience": [_POSITIVE_INT],
         "device": [str],
         "attention_backend": [StrOptions(set(BACKENDS))],

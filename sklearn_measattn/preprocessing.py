@@ -11,12 +11,13 @@ n_features)`` to a batch of the same shape, and it is exactly invertible.
 from __future__ import annotations
 
 import math
+from numbers import Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._validation import check_measures, check_positive, is_ragged
+from ._validation import NumberInterval, check_measures, is_ragged
 
 __all__ = ["SymlogTransformer", "symlog", "inverse_symlog"]
 
@@ -163,6 +164,8 @@ class SymlogTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints: dict = {"scale": [NumberInterval(Real, 0, None, closed="neither")]}
+
     def __init__(self, *, scale=1.0):
         self.scale = scale
 
@@ -222,7 +225,7 @@ class SymlogTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         self : SymlogTransformer
             The fitted transformer.
         """
-        check_positive(self.scale, "scale")
+        self._validate_params()
         self._validate_input(X, reset=True)
         return self
 

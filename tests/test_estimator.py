@@ -332,3 +332,16 @@ def test_learns_gaussian_matrix_inverse():
     trained = MeasureTransformerRegressor(**params, max_epochs=25, lr=5e-3).fit(X, y)
     before, after = -untrained.score(X_test, y_test), -trained.score(X_test, y_test)
     assert after < 0.4 * before, (before, after)
+
+
+def test_every_hyper_parameter_has_a_declared_domain():
+    # scikit-learn's _validate_params checks exactly the parameters listed in
+    # _parameter_constraints; a new constructor argument must be listed too.
+    params = set(MeasureTransformerRegressor().get_params())
+    assert set(MeasureTransformerRegressor._parameter_constraints) == params
+
+
+@pytest.mark.parametrize("param", ["d_model", "max_epochs", "lr", "dropout"])
+def test_flags_are_not_numbers(param):
+    with pytest.raises(TypeError, match=param):
+        MeasureTransformerRegressor(**{param: True})._check_params()
