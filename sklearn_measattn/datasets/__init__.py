@@ -6,20 +6,25 @@ A batch of measures is a float array ``(n_samples, n_points, n_features)``: samp
 
 - Benchmarks of maps between heavy-tailed measures: :func:`make_matrix_inverse`,
   :func:`make_sheared_swap`, :func:`load_benchmark`.
+- A data-assimilation benchmark: forecast and analysis ensembles of the
+  Lorenz-96 model, :func:`make_lorenz96_analysis`.
 - Your own ensembles from ``.npy``, ``.npz``, CSV/TSV files or a pandas
   DataFrame: :func:`load_measures`.
 """
 
 from ._benchmarks import BENCHMARK_NAMES, load_benchmark, make_matrix_inverse, make_sheared_swap
 from ._loaders import MEASURE_FILE_FORMATS, load_measures
+from ._lorenz96 import OBSERVATION_NOISES, make_lorenz96_analysis
 from ._tails import TAILS
 
 __all__ = [
     "TAILS",
     "BENCHMARK_NAMES",
     "MEASURE_FILE_FORMATS",
+    "OBSERVATION_NOISES",
     "make_matrix_inverse",
     "make_sheared_swap",
     "load_benchmark",
     "load_measures",
+    "make_lorenz96_analysis",
 ]
