@@ -30,6 +30,16 @@ def test_observed_coordinates(observed, expected):
     assert params["observation"].shape == (6, len(expected))
 
 
+def test_append_innovation():
+    X, y, params = make_lorenz96_analysis(**SMALL, return_params=True, random_state=0)
+    X_aug, y_aug = make_lorenz96_analysis(**SMALL, append_innovation=True, random_state=0)
+    assert X_aug.shape == (6, 12, 6 + 3)
+    np.testing.assert_array_equal(X_aug[..., :6], X)
+    np.testing.assert_array_equal(y_aug, y)
+    expected = params["observation"][:, np.newaxis, :] - X[..., params["observed"]]
+    np.testing.assert_allclose(X_aug[..., 6:], expected)
+
+
 def test_analysis_members_come_from_the_forecast_distribution_not_the_input():
     # y is resampled from a pool drawn apart from X: no analysis member is a forecast member.
     X, y = make_lorenz96_analysis(**SMALL, random_state=0)
@@ -170,6 +180,7 @@ def test_integration_is_vectorised_over_members():
         ({"observed": [1, 1]}, ValueError, "distinct"),
         ({"prior_size": 0}, ValueError, "prior_size"),
         ({"return_params": 1}, TypeError, "return_params"),
+        ({"append_innovation": "yes"}, TypeError, "append_innovation"),
     ],
 )
 def test_invalid_parameters(kwargs, error, match):

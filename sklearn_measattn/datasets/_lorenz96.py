@@ -117,6 +117,7 @@ def make_lorenz96_analysis(
     df=1.5,
     observed="every_other",
     prior_size=2048,
+    append_innovation=False,
     return_params=False,
     random_state=None,
 ):
@@ -128,6 +129,13 @@ def make_lorenz96_analysis(
     depends on the whole forecast ensemble, not on single members. An ensemble
     Kalman filter approximates it under a Gaussian assumption; here the noise
     may be heavy-tailed, where that assumption fails.
+
+    The analysis also depends on the observation, which the forecast alone does
+    not contain: to learn the map, pass ``append_innovation=True``, which
+    appends to every member ``x`` its innovation ``o - H x`` (the observation
+    minus the member's observed coordinates) as extra features. Heavy-tailed
+    noise then makes the inputs heavy-tailed across samples: now and then a
+    whole ensemble sits far out, where softmax attention saturates.
 
     **Model.** The Lorenz-96 system in ``d = n_features`` cyclic coordinates,
 
@@ -207,6 +215,9 @@ def make_lorenz96_analysis(
         The observed coordinates: all, those with even index, or these indices.
     prior_size : int, default=2048
         Size of the forecast pool the posterior is resampled from.
+    append_innovation : bool, default=False
+        If True, ``X`` gets ``n_observed`` more features: ``X[i, k, d + j] =
+        o_ij - X[i, k, observed[j]]``.
     return_params : bool, default=False
         If True, also return a dict describing each sample.
     random_state : int, RandomState instance or None, default=None
@@ -215,8 +226,9 @@ def make_lorenz96_analysis(
 
     Returns
     -------
-    X : ndarray of shape (n_samples, n_points, n_features)
-        Forecast (prior) ensembles, float64.
+    X : ndarray of shape (n_samples, n_points, n_features [+ n_observed])
+        Forecast (prior) ensembles, float64, followed by the innovations of
+        the members when ``append_innovation=True``.
     y : ndarray of shape (n_samples, n_points, n_features)
         Analysis (posterior) ensembles, float64.
     params : dict
@@ -230,7 +242,7 @@ def make_lorenz96_analysis(
     TypeError
         If a size is not an integer, a real parameter is not a real number,
         ``observed`` is not a pattern or a list of integers, or
-        ``return_params`` is not a bool.
+        ``append_innovation`` or ``return_params`` is not a bool.
     ValueError
         If a size or scale is ``<= 0``, ``n_features < 4``,
         ``observation_noise`` is unknown, ``observed`` holds an index out of
@@ -269,6 +281,7 @@ def make_lorenz96_analysis(
     noise_scale = check_positive(noise_scale, "noise_scale")
     observed = _check_observed(observed, n_features)
     prior_size = check_positive(prior_size, "prior_size", integer=True)
+    append_innovation = _check_bool(append_innovation, "append_innovation")
     return_params = _check_bool(return_params, "return_params")
     rng = check_random_state(random_state)
 
@@ -302,6 +315,9 @@ def make_lorenz96_analysis(
     for i in range(n_samples):
         chosen = rng.choice(prior_size, size=n_points, replace=True, p=weights[i])
         y[i] = pool[i, chosen]
+    X = X.copy()
+    if append_innovation:
+        X = np.concatenate([X, observation[:, np.newaxis, :] - X[:, :, observed]], axis=-1)
     if return_params:
         params = {
             "truth": truth.copy(),
@@ -310,5 +326,5 @@ def make_lorenz96_analysis(
             "ess": ess,
             "noise_scale": noise_scale,
         }
-        return X.copy(), y, params
-    return X.copy(), y
+        return X, y, params
+    return X, y
