@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sklearn_measattn.experiments import format_number
 from sklearn_measattn.metrics import COLLAPSE_RULE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,12 +65,12 @@ def finding_1(data):
             total += 1
             soft = collapsed(rows, "softmax", "none")
             ok_softmax += soft is True
-            parts = [f"softmax ESS/n {mean(rows, 'softmax', 'none', 'attention_ess'):.3f} "
+            parts = [f"softmax ESS/n {format_number(mean(rows, 'softmax', 'none', 'attention_ess'))} "
                      f"({'collapsed' if soft else 'not collapsed in every seed'})"]
             for kernel in SLOW_KERNELS:
                 c = collapsed(rows, kernel, "none")
                 ok_slow[kernel] += c is False
-                parts.append(f"{kernel} {mean(rows, kernel, 'none', 'attention_ess'):.3f} "
+                parts.append(f"{kernel} {format_number(mean(rows, kernel, 'none', 'attention_ess'))} "
                              f"({'not collapsed' if c is False else 'collapsed' if c else 'seeds disagree'})")
             lines.append(f"* {task}, {tail} {index}: " + "; ".join(parts) + ".")
     full = total and ok_softmax == total and all(v == total for v in ok_slow.values())
@@ -88,7 +89,7 @@ def finding_2(data):
             c = collapsed(rows, "softmax", "symlog")
             verdicts[task, tail] = c
             lines.append(f"* {task}, {tail} {index}: softmax with symlog ESS/n "
-                         f"{mean(rows, 'softmax', 'symlog', 'attention_ess'):.3f}, "
+                         f"{format_number(mean(rows, 'softmax', 'symlog', 'attention_ess'))}, "
                          f"{'collapsed' if c else 'not collapsed' if c is False else 'seeds disagree'}.")
     mi = [verdicts.get(("matrix_inverse", t)) for t, _ in HEAVY_TAILS]
     ss = [verdicts.get(("sheared_swap", t)) for t, _ in HEAVY_TAILS]
@@ -119,8 +120,8 @@ def finding_3(data):
         same = verdicts == {False} and spread <= CONTROL_TOLERANCE
         agree.append(same)
         lines.append(f"* {task}: every kernel {'not collapsed' if verdicts == {False} else 'verdicts differ'}; "
-                     f"symlog energy without a transform {min(e_none):.3f}-{max(e_none):.3f} "
-                     f"(spread {100 * spread:.0f}% of the best), over all pairs {best:.3f}-{worst:.3f}.")
+                     f"symlog energy without a transform {format_number(min(e_none))}-{format_number(max(e_none))} "
+                     f"(spread {100 * spread:.0f}% of the best), over all pairs {format_number(best)}-{format_number(worst)}.")
     if not agree:
         return "not run (no Gaussian-control results yet)", lines
     verdict = "reproduced" if all(agree) else "partly reproduced" if any(agree) else "not reproduced"

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.stats import wasserstein_distance as w1_1d
 
 from sklearn_measattn.datasets import make_matrix_inverse
+from sklearn_measattn.experiments import format_number, format_table, write_csv
 from sklearn_measattn.metrics import energy_distance, wasserstein_distance
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,10 +86,7 @@ def run():
                 rows.append({"n_points": n, "metric": metric, "draw": r, "d_df1.5": da[metric], "d_df3": db[metric]})
         print(f"n={n}: {time.perf_counter() - start:.1f}s", flush=True)
     CSV.parent.mkdir(parents=True, exist_ok=True)
-    with open(CSV, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=["n_points", "metric", "draw", "d_df1.5", "d_df3"])
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(CSV, rows, ["n_points", "metric", "draw", "d_df1.5", "d_df3"])
     return rows
 
 
@@ -111,13 +109,6 @@ def summarize(rows):
                 "rsnr": np.median(diff) / (1.4826 * np.median(np.abs(diff - np.median(diff)))),
             }
     return table
-
-
-def rst_table(header, body):
-    widths = [max(len(h), *(len(r[j]) for r in body)) for j, h in enumerate(header)]
-    line = "  ".join("=" * w for w in widths)
-    return "\n".join([line, "  ".join(h.ljust(w) for h, w in zip(header, widths)), line]
-                     + ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in body] + [line])
 
 
 def plot(table):
@@ -158,8 +149,7 @@ def plot(table):
 
 
 def render(table, has_png, elapsed):
-    def f(x):
-        return f"{x:.3g}"
+    f = format_number
 
     out = ["Sample size and the sensitivity of empirical distances to the tails",
            "=" * 68, "",
@@ -194,12 +184,11 @@ def render(table, has_png, elapsed):
         for n in ns:
             t = table[(metric, n)]
             body.append([str(n), f"{f(t['a_mean'])} ± {f(t['a_sd'])}", f"{f(t['b_mean'])} ± {f(t['b_sd'])}",
-                         f"{f(t['a_median'])} / {f(t['b_median'])}", f"{t['snr']:.2f}", f"{t['rsnr']:.2f}",
-                         f"{t['p_order']:.2f}"])
+                         f"{f(t['a_median'])} / {f(t['b_median'])}", f(t["snr"]), f(t["rsnr"]), f(t["p_order"])])
         title = LABELS[metric]
         out += [title, "-" * len(title), "",
-                rst_table(["n", "d(df=1.5, G)", "d(df=3, G)", "medians", "SNR", "robust SNR", "P(correct order)"],
-                          body), ""]
+                format_table(["n", "d(df=1.5, G)", "d(df=3, G)", "medians", "SNR", "robust SNR", "P(correct order)"],
+                             body, style="rst"), ""]
     if has_png:
         out += ["Left and middle: median and 10-90% range over the draws; right: SNR against n.", "",
                 ".. image:: _static/sample_size.png", "   :alt: distances and SNR against n", ""]

@@ -1,14 +1,15 @@
-"""Tests of the command line (``python -m sklearn_measattn``) and the study engine."""
+"""Tests of the command line (``measattn`` / ``python -m sklearn_measattn``)."""
 
 import csv
 import math
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from sklearn_measattn.__main__ import main
-from sklearn_measattn._study import recommend, summarize
 from sklearn_measattn.metrics import (
     ATTENTION_ESS_THRESHOLD,
     CORRELATION_THRESHOLD,
@@ -39,6 +40,16 @@ def _exit_code(argv):
         (["compare", "--d-model", "10", "--n-heads", "4"], "must divide"),
         (["compare", "--quick", "--preset", "paper"], "not allowed with argument"),
         (["ess", "--n-points", "0"], "expected a positive integer"),
+        (["compare", "--y", "y.npy"], "--y applies only with --data"),
+        (["compare", "--data", "X.npy", "--task", "sheared_swap"], "--task describes a benchmark"),
+        (["compare", "--quick", "--out", "/no/such/folder/r.csv"], "does not exist"),
+        (["compare", "--quick", "--plot", "/no/such/folder/f.png"], "does not exist"),
+        (["compare", "--test-size", "2.5", "--data", "X.npy"], "fraction in (0, 1) or a whole number"),
+        (["diagnose"], "the following arguments are required: FILE"),
+        (["diagnose", "/no/such/file.npy"], "No such file"),
+        (["diagnose", "/no/such/file.npy", "--out", "/no/such/folder/d.csv"], "does not exist"),
+        (["diagnose", "measures.npy", "--kernels", "gaussian_rbf"], "invalid choice: 'gaussian_rbf'"),
+        (["diagnose", "measures.npy", "--n-tail", "many"], "--n-tail takes sqrt"),
         ([], "required"),
     ],
 )
@@ -58,7 +69,7 @@ def test_library_value_error_becomes_usage_error(capsys):
     assert "device" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"], ["ess", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["compare", "--help"], ["ess", "--help"], ["diagnose", "--help"]])
 def test_help(argv, capsys):
     assert _exit_code(argv) == 0
     out = capsys.readouterr().out
@@ -70,7 +81,7 @@ def test_help_subprocess():
         [sys.executable, "-m", "sklearn_measattn", "--help"], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0
-    assert "compare" in result.stdout and "ess" in result.stdout
+    assert "compare" in result.stdout and "ess" in result.stdout and "diagnose" in result.stdout
 
 
 def test_compare_quick_end_to_end(tmp_path, capsys):
@@ -79,11 +90,13 @@ def test_compare_quick_end_to_end(tmp_path, capsys):
     assert code == 0
     captured = capsys.readouterr()
     for column in ("kernel", "transform", "energy [symlog]", "W1 [symlog]", "attn ESS/n", "spread ratio",
-                   "corr(scale)", "collapsed [faces]", "fit (s)"):
+                   "corr(scale)", "collapsed (why)", "fit (s)"):
         assert column in captured.out
-    assert "fixed in code before any study run" in captured.out
+    # users' words: what the columns mean, no study jargon
+    assert "before any study run" not in captured.out and "face" not in captured.out
+    assert "ignores input" in captured.out and "collapsed (why)" in captured.out
     # A smoke-test size supports no verdict and no recommendation.
-    assert "too small to judge" in captured.out and "collapsed [faces]" in captured.out
+    assert "too small to judge" in captured.out
     assert "recommendation: none: --quick" in captured.out
     # One progress line per fit on stderr.
     assert captured.err.count("seed 0:") == 4
@@ -145,34 +158,139 @@ def test_collapse_rule_is_fixed():
         collapse_verdict(attention_ess="low")
 
 
-def _row(**overrides):
-    base = dict(task="t", tail="pareto", tail_index=0.7, kernel="softmax", transform="none", status="ok",
-                energy=1.0, w1=1.0, energy_symlog=0.2, w1_symlog=0.5, attention_ess=0.5,
-                spread_ratio_median=0.5, corr_scale=0.5, fit_time=1.0, collapse_attention=False,
-                collapse_within=False, collapse_across=False, collapsed=False)
-    return dict(base, **overrides)
+# --------------------------------------------------------------------------- #
+# Numbers: one rounding everywhere
+# --------------------------------------------------------------------------- #
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[+-]\d+)?(?![\w.])")
 
 
-def test_summarize_counts_disagreeing_seeds():
-    rows = [_row(collapsed=True, collapse_attention=True, attention_ess=0.004), _row(collapsed=False)]
-    (summary,) = summarize(rows)
-    assert summary["collapsed"] == "1/2"
-    assert summary["n_seeds"] == 2 and summary["energy_std"] == 0.0 and summary["n_attention"] == 1
+def _significant_digits(token):
+    mantissa = token.lstrip("-").split("e")[0].replace(".", "").lstrip("0")
+    return len(mantissa)
 
 
-def test_recommendation_names_best_uncollapsed_and_noise():
-    rows = [
-        _row(kernel="softmax", collapsed=True, collapse_attention=True, energy_symlog=0.05),
-        _row(kernel="log", energy_symlog=0.10), _row(kernel="log", energy_symlog=0.12),
-        _row(kernel="sigmoid", energy_symlog=0.30), _row(kernel="sigmoid", energy_symlog=0.32),
-    ]
-    line = recommend(summarize(rows))
-    # softmax has the lowest energy but collapsed: it is not recommended.
-    assert line.startswith("recommendation: kernel='log', transform=None")
-    assert "beyond seed noise" in line and "softmax/none" in line
-    close = recommend(summarize([_row(kernel="log", energy_symlog=e) for e in (0.10, 0.14)]
-                                + [_row(kernel="poly", energy_symlog=e) for e in (0.11, 0.13)]))
-    assert "within seed noise" in close
-    assert recommend(summarize([_row(collapsed=True)])).startswith("recommendation: none")
-    one_seed = recommend(summarize([_row(kernel="log"), _row(kernel="poly", energy_symlog=0.3)]))
-    assert "one seed: no estimate of seed noise" in one_seed and "none collapsed" in one_seed
+def test_progress_and_table_round_the_same_way(capsys):
+    main(["compare", "--quick", "--kernels", "log", "--transforms", "none"])
+    captured = capsys.readouterr()
+    progress = re.search(r"energy \[symlog\] (\S+), attn ESS/n (\S+),", captured.err)
+    assert progress, captured.err
+    row = next(line for line in captured.out.splitlines() if line.startswith("log "))
+    cells = row.split()
+    # the same value, printed by progress line and table alike
+    assert cells[2] == progress.group(1) and cells[4] == progress.group(2)
+    # every number in the table row carries three significant figures (0.960, never 0.96 next to 1)
+    numbers = [c for c in cells[2:] if _NUMBER.fullmatch(c) and c not in ("0",)]
+    assert numbers and all(_significant_digits(c) == 3 for c in numbers), row
+
+
+# --------------------------------------------------------------------------- #
+# diagnose
+# --------------------------------------------------------------------------- #
+
+
+def _student_t(df, shape, seed):
+    rng = np.random.default_rng(seed)
+    gauss = rng.standard_normal(shape)
+    chi2 = rng.chisquare(df, size=shape[:-1] + (1,))
+    return gauss / np.sqrt(chi2 / df)
+
+
+def _diagnose(tmp_path, X, name, capsys, *extra):
+    path = tmp_path / name
+    np.save(path, X)
+    out_csv = tmp_path / (name + ".csv")
+    assert main(["diagnose", str(path), "--out", str(out_csv), *extra]) == 0
+    with open(out_csv) as handle:
+        rows = list(csv.DictReader(handle))
+    return capsys.readouterr().out, rows
+
+
+def test_diagnose_student_t_finds_the_tail_and_avoids_raw_softmax(tmp_path, capsys):
+    out, rows = _diagnose(tmp_path, _student_t(1.0, (48, 200, 2), seed=0), "t1.npy", capsys)
+    norm = next(r for r in rows if r["what"] == "tail_index" and r["of"] == "norm")
+    assert abs(float(norm["value"]) - 1.0) < 0.3
+    assert float(norm["ci_lower"]) < 1.0 < float(norm["ci_upper"])
+    features = [r for r in rows if r["what"] == "tail_index" and r["of"].startswith("feature")]
+    assert len(features) == 2 and all(abs(float(r["value"]) - 1.0) < 0.3 for r in features)
+    (recommendation,) = [r for r in rows if r["what"] == "recommendation"]
+    kernel, transform = recommendation["of"].split("/")
+    assert not (kernel == "softmax" and transform == "none")
+    softmax = next(r for r in rows if r["what"] == "integrals" and r["of"] == "softmax")
+    assert softmax["detail"].startswith("diverge")
+    assert "heavy tails" in out and "Recommendation:" in out and "softmax" in out
+    assert "total time" in out
+
+
+def test_diagnose_gaussian_says_every_kernel_is_fine(tmp_path, capsys):
+    X = np.random.default_rng(1).standard_normal((48, 200, 3))
+    out, rows = _diagnose(tmp_path, X, "gauss.npy", capsys)
+    assert "every kernel is fine" in out
+    integrals = [r for r in rows if r["what"] == "integrals"]
+    assert len(integrals) == 5 and all(r["detail"].startswith("converge") for r in integrals)
+    assert all(r["detail"].endswith("light") for r in rows if r["what"] == "tail_index")
+
+
+def test_diagnose_reads_tables_with_their_options(tmp_path, capsys):
+    X = _student_t(2.0, (20, 50, 2), seed=3)
+    lines = ["cloud,a,b,ignored"] + [f"c{i},{x[0]:.17g},{x[1]:.17g},7" for i, m in enumerate(X) for x in m]
+    table = tmp_path / "cells.csv"
+    table.write_text("\n".join(lines) + "\n")
+    assert main(["diagnose", str(table), "--group-column", "cloud", "--feature-columns", "a", "b",
+                 "--kernels", "softmax", "log"]) == 0
+    out = capsys.readouterr().out
+    assert "20 measures x 50 points x 2 features" in out
+    assert "sigmoid" not in out.split("Recommendation")[0]
+    assert _exit_code(["diagnose", str(table)]) == 2  # no 'measure' column
+    assert "measure" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- #
+# compare --data
+# --------------------------------------------------------------------------- #
+
+_TINY = ["--quick", "--kernels", "log", "--transforms", "symlog", "--quiet"]
+
+
+def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
+    X = _student_t(3.0, (16, 12, 2), seed=0)
+    archive = tmp_path / "pairs.npz"
+    np.savez(archive, X=X, y=-2.0 * X)
+    out_csv = tmp_path / "r.csv"
+    assert main(["compare", "--data", str(archive), "--test-size", "4", "--out", str(out_csv), *_TINY]) == 0
+    out = capsys.readouterr().out
+    assert "pairs.npz: 16 measures of up to 12 points, 12 for training and 4 held out" in out
+    with open(out_csv) as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert row["task"] == "pairs.npz" and row["n_samples"] == "12" and row["n_test"] == "4"
+    assert row["status"] == "ok" and float(row["energy_symlog"]) >= 0
+
+
+def test_compare_on_separate_files_and_ragged_measures(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = [rng.standard_t(3, size=(n, 2)) for n in rng.integers(8, 14, size=14)]
+    archive_x, archive_y = tmp_path / "x.npz", tmp_path / "y.npz"
+    np.savez(archive_x, *X)
+    np.savez(archive_y, *[x[:5] * 3.0 for x in X])
+    out_csv = tmp_path / "r.csv"
+    assert main(["compare", "--data", str(archive_x), "--y", str(archive_y), "--seeds", "2",
+                 "--out", str(out_csv), *_TINY]) == 0
+    with open(out_csv) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["seed"] for r in rows] == ["0", "1"] and all(r["status"] == "ok" for r in rows)
+    assert {r["n_test"] for r in rows} == {"4"}  # ceil(0.25 * 14)
+
+
+def test_compare_data_needs_y_unless_npz_holds_it(tmp_path, capsys):
+    path = tmp_path / "X.npy"
+    np.save(path, np.zeros((10, 4, 2)))
+    assert _exit_code(["compare", "--data", str(path), *_TINY]) == 2
+    assert "--y FILE is required with --data" in capsys.readouterr().err
+    archive = tmp_path / "only_x.npz"
+    np.savez(archive, X=np.zeros((10, 4, 2)))
+    assert _exit_code(["compare", "--data", str(archive), *_TINY]) == 2
+    assert "'y'" in capsys.readouterr().err
+    y_path = tmp_path / "y.npy"
+    np.save(y_path, np.zeros((9, 4, 2)))
+    assert _exit_code(["compare", "--data", str(path), "--y", str(y_path), *_TINY]) == 2
+    assert "X has 10 measures but y has 9" in capsys.readouterr().err

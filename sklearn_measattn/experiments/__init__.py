@@ -1,0 +1,54 @@
+"""Experiments: compare attention kernels, estimate tails, diagnose your measures.
+
+The study engine behind the ``measattn`` command line and the scripts in
+``studies/``:
+
+- :func:`diagnose_measures` (``measattn diagnose``) looks at a batch of measures
+  before any training: the tail index per feature and of the point norm
+  (:func:`estimate_tail_index`), which kernels' attention integrals diverge at
+  that index, the attention effective sample size of each kernel on the data,
+  and a recommended kernel and transform with the reason;
+- :func:`compare_kernels` (``measattn compare``) trains one model per kernel,
+  transform and seed on a built-in benchmark, :func:`compare_kernels_on_data`
+  (``measattn compare --data``) on your own measures with held-out measures,
+  and :func:`summarize`, :func:`format_comparison` and :func:`recommend` turn
+  the per-fit rows into a table and a recommendation;
+- :func:`format_number`, :func:`format_table` and :func:`write_csv` are the one
+  number format, table layout and CSV writer of every report.
+"""
+
+from ._compare import ROW_FIELDS, compare_kernels, compare_kernels_on_data, print_progress
+from ._diagnose import (
+    SYMLOG_BELOW_TAIL_INDEX,
+    Diagnosis,
+    attention_ess_table,
+    diagnose_measures,
+    format_diagnosis,
+)
+from ._report import check_output_path, format_number, format_table, write_csv
+from ._summary import COMPARISON_NOTES, comparison_table, format_comparison, recommend, summarize
+from ._tails import LIGHT_TAIL_INDEX, TailIndexEstimate, estimate_tail_index
+
+__all__ = [
+    "diagnose_measures",
+    "format_diagnosis",
+    "Diagnosis",
+    "estimate_tail_index",
+    "TailIndexEstimate",
+    "LIGHT_TAIL_INDEX",
+    "SYMLOG_BELOW_TAIL_INDEX",
+    "attention_ess_table",
+    "compare_kernels",
+    "compare_kernels_on_data",
+    "ROW_FIELDS",
+    "print_progress",
+    "summarize",
+    "comparison_table",
+    "format_comparison",
+    "COMPARISON_NOTES",
+    "recommend",
+    "format_number",
+    "format_table",
+    "write_csv",
+    "check_output_path",
+]

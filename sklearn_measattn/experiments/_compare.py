@@ -1,0 +1,420 @@
+"""Kernel comparisons: train one model per (kernel, transform, seed), score it on held-out measures.
+
+The engine behind ``measattn compare`` and the scripts in ``studies/``: on a
+built-in benchmark (:func:`compare_kernels`) or on the user's own measures
+(:func:`compare_kernels_on_data`). Each fit is judged by
+:func:`sklearn_measattn.metrics.collapse_verdict`, and its distances are
+reported in symlog space (where they are finite on infinite-moment data) and in
+raw space.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+import time
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+from sklearn.model_selection import train_test_split
+
+from .._validation import check_measures
+from ..datasets import load_benchmark
+from ..estimator import MeasureTransformerRegressor
+from ..metrics import (
+    across_sample_correlation,
+    collapse_diagnostics,
+    energy_distance,
+    spread_ratio,
+    wasserstein_distance,
+)
+from ._report import format_number
+
+__all__ = ["ROW_FIELDS", "compare_kernels", "compare_kernels_on_data", "print_progress"]
+
+#: Exact W1 (network simplex, O(n^3)) up to this many points, sliced W1 above.
+EXACT_W1_MAX_POINTS = 512
+
+#: Columns of the per-fit rows returned by :func:`compare_kernels`.
+ROW_FIELDS = (
+    "task", "tail", "tail_index", "kernel", "transform", "seed",
+    "n_samples", "n_points", "n_test", "epochs", "d_model", "status",
+    "energy_symlog", "w1_symlog", "energy", "w1", "w1_method", "attention_ess",
+    "attention_ess_min_head", "spread_ratio_median", "spread_ratio_mean",
+    "corr_scale", "corr_location", "collapse_attention", "collapse_within", "collapse_across",
+    "collapsed", "fit_time",
+)
+
+
+def print_progress(message):
+    """Default progress printer: one line on stderr, flushed."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _transform_name(transform):
+    return "none" if transform in (None, "none") else str(transform)
+
+
+def _as_measures(X, input_name):
+    """Validated measures: a dense float array, or a list of 2-D float arrays when ragged."""
+    dense, padding = check_measures(X, input_name=input_name, dtype=np.float64)
+    if padding is None:
+        return dense
+    return [dense[i, padding[i] > 0] for i in range(len(dense))]
+
+
+def _take(X, indices):
+    """Measures ``indices`` of a dense array or a ragged list."""
+    if isinstance(X, np.ndarray):
+        return X[indices]
+    return [X[i] for i in indices]
+
+
+@contextmanager
+def torch_threads(n_threads):
+    """Run the block with ``n_threads`` torch intra-op threads (``None``: unchanged), then restore them.
+
+    Small tensors on a busy CPU run many times faster on one thread than on
+    several that wait for each other.
+    """
+    previous_threads = torch.get_num_threads()
+    if n_threads is not None:
+        torch.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads):
+    """Train one model on ``train = (X, y)``, score it on ``test``; return ``(row, example or None)``."""
+    with torch_threads(n_threads):
+        return _fit_and_score_inner(dict(row), train, test, kernel, transform, seed, model_params, keep_example)
+
+
+def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params, keep_example):
+    row.update(kernel=kernel, transform=_transform_name(transform), seed=seed,
+               epochs=model_params["max_epochs"], d_model=model_params["d_model"])
+    model = MeasureTransformerRegressor(
+        kernel=kernel, transform=None if transform in (None, "none") else transform, random_state=seed,
+        **model_params,
+    )
+    start = time.perf_counter()
+    try:
+        model.fit(*train)
+    except FloatingPointError as exc:
+        row.update({field: math.nan for field in ROW_FIELDS if field not in row})
+        row.update(status="diverged", w1_method="", error=str(exc), fit_time=time.perf_counter() - start)
+        return row, None
+    fit_time = time.perf_counter() - start
+    X_test, y_true = test
+    y_pred = model.predict(X_test)
+    w1_method = "exact" if row["n_points"] <= EXACT_W1_MAX_POINTS else "sliced"
+    report = collapse_diagnostics(
+        model, X_test, y_true, y_pred=y_pred, space="symlog", max_queries=256, random_state=seed
+    )
+    ratios = spread_ratio(y_true, y_pred, multioutput="raw_values")
+    row.update(
+        status="ok",
+        energy_symlog=report["energy"],
+        w1_symlog=report["w1"],
+        energy=float(energy_distance(y_true, y_pred)),
+        w1=float(wasserstein_distance(y_true, y_pred, method=w1_method, random_state=seed)),
+        w1_method=w1_method,
+        attention_ess=report["attention_ess"],
+        attention_ess_min_head=report["attention_ess_min_head"],
+        spread_ratio_median=report["spread_ratio"],
+        spread_ratio_mean=float(np.nanmean(ratios)),
+        corr_scale=report["corr_scale"],
+        corr_location=float(across_sample_correlation(y_true, y_pred, statistic="location")),
+        collapse_attention=report["attention"],
+        collapse_within=report["within"],
+        collapse_across=report["across"],
+        collapsed=report["collapsed"],
+        fit_time=fit_time,
+    )
+    example = {"X": X_test[0], "y": y_true[0], "y_pred": y_pred[0]} if keep_example else None
+    return row, example
+
+
+def _benchmark_fit(task, data_params, n_test, kernel, transform, seed, model_params, keep_example, n_threads):
+    train = load_benchmark(task, **data_params, random_state=seed)
+    # Held-out measures come from a separate stream of the same distribution.
+    test = load_benchmark(task, **dict(data_params, n_samples=n_test), random_state=1_000_003 + seed)
+    row = {
+        "task": task, "tail": data_params["tail"],
+        "tail_index": data_params["tail_index"] if data_params["tail"] != "gaussian" else math.nan,
+        "n_samples": data_params["n_samples"], "n_points": data_params["n_points"], "n_test": n_test,
+    }
+    return _fit_and_score(row, (train.data, train.target), (test.data, test.target), kernel, transform, seed,
+                          model_params, keep_example, n_threads)
+
+
+def _split_fit(name, X, y, test_size, kernel, transform, seed, model_params, keep_example, n_threads):
+    train_idx, test_idx = train_test_split(np.arange(len(X)), test_size=test_size, random_state=seed)
+    n_points = max(np.shape(x)[0] for x in X)
+    row = {"task": name, "tail": "", "tail_index": math.nan, "n_samples": len(train_idx),
+           "n_points": n_points, "n_test": len(test_idx)}
+    return _fit_and_score(row, (_take(X, train_idx), _take(y, train_idx)), (_take(X, test_idx), _take(y, test_idx)),
+                          kernel, transform, seed, model_params, keep_example, n_threads)
+
+
+def _model_params(kernels, transforms, *, epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size,
+                  device):
+    """The estimator's parameters, checked (kernel names included) before any fit."""
+    model_params = {
+        "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers, "dim_feedforward": dim_feedforward,
+        "lr": lr, "batch_size": batch_size, "max_epochs": epochs, "device": device,
+    }
+    for kernel in kernels:
+        for transform in transforms:
+            MeasureTransformerRegressor(
+                kernel=kernel, transform=None if transform in (None, "none") else transform, **model_params
+            )._check_params()
+    return model_params
+
+
+def _progress_line(done, total, row):
+    head = f"[{done}/{total}] {row['task']} {row['tail']} {row['kernel']}/{row['transform']} seed {row['seed']}: "
+    head = head.replace("  ", " ")
+    if row["status"] != "ok":
+        return head + f"diverged after {format_number(row['fit_time'])} s: {row.get('error', '')}"
+    return head + (
+        f"energy [symlog] {format_number(row['energy_symlog'])}, attn ESS/n {format_number(row['attention_ess'])}, "
+        f"spread ratio {format_number(row['spread_ratio_median'])}, corr(scale) {format_number(row['corr_scale'])}, "
+        f"fit {format_number(row['fit_time'])} s"
+    )
+
+
+def _run(calls, n_jobs, progress, return_examples):
+    if n_jobs == 1:
+        results = (fn(*args, **kw) for fn, args, kw in calls)
+    else:
+        results = Parallel(n_jobs=n_jobs, return_as="generator")(calls)
+    rows, examples = [], {}
+    for done, (row, example) in enumerate(results, start=1):
+        rows.append(row)
+        if example is not None:
+            examples[(row["kernel"], row["transform"])] = example
+        if progress is not None:
+            progress(_progress_line(done, len(calls), row))
+    return (rows, examples) if return_examples else rows
+
+
+def compare_kernels(
+    task="matrix_inverse",
+    *,
+    kernels=("softmax", "poly", "log", "sigmoid"),
+    transforms=(None, "symlog"),
+    tail="student_t",
+    tail_index=1.5,
+    n_samples=128,
+    n_points=64,
+    n_test=64,
+    epochs=40,
+    seeds=(0,),
+    d_model=32,
+    n_heads=4,
+    n_layers=2,
+    dim_feedforward=64,
+    lr=1e-3,
+    batch_size=16,
+    device="auto",
+    n_jobs=1,
+    torch_threads=None,
+    progress=None,
+    return_examples=False,
+):
+    """Train one :class:`~sklearn_measattn.MeasureTransformerRegressor` per kernel, transform and seed on a benchmark.
+
+    For every seed ``s`` the training measures are ``load_benchmark(task, ...,
+    random_state=s)`` and the held-out measures an independent draw
+    (``random_state=1_000_003 + s``); the model is seeded with ``s`` too. Each
+    fitted model is scored on the held-out measures with the energy distance,
+    W1 (exact up to 512 points, sliced above), the spread ratio (median and
+    mean over measures) and the across-sample correlations of scale and
+    location, and judged by :func:`~sklearn_measattn.metrics.collapse_verdict`.
+
+    Parameters
+    ----------
+    task : {"matrix_inverse", "sheared_swap"}, default="matrix_inverse"
+        Benchmark.
+    kernels : sequence of str, default=("softmax", "poly", "log", "sigmoid")
+        Attention kernels.
+    transforms : sequence of {None, "none", "symlog"}, default=(None, "symlog")
+        Data transforms.
+    tail : {"gaussian", "student_t", "pareto"}, default="student_t"
+        Base family of the benchmark.
+    tail_index : float, default=1.5
+        Its tail exponent.
+    n_samples : int, default=128
+        Training measures.
+    n_points : int, default=64
+        Points per measure.
+    n_test : int, default=64
+        Held-out measures (>= 3).
+    epochs : int, default=40
+        Training epochs (no early stopping).
+    seeds : sequence of int, default=(0,)
+        One run per seed.
+    d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device
+        Passed to the estimator.
+    n_jobs : int, default=1
+        joblib workers over fits.
+    torch_threads : int or None, default=None
+        Torch intra-op threads per fit (restored afterwards). ``None`` means 1
+        whatever ``n_jobs``: the models are small, one thread per fit is about
+        as fast and far more robust on a busy CPU, and the same thread count
+        makes a parallel run give the same numbers as a serial one (float
+        reductions split over other thread counts round differently).
+    progress : callable or None, default=None
+        Called with a one-line string after each finished fit
+        (:func:`print_progress` prints it on stderr).
+    return_examples : bool, default=False
+        Also return, for the first seed, the first held-out measure, its target
+        and each model's prediction: ``{(kernel, transform): {"X", "y",
+        "y_pred"}}``.
+
+    Returns
+    -------
+    rows : list of dict
+        One row per fit, keys :data:`ROW_FIELDS`.
+    examples : dict
+        Only with ``return_examples=True``.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import compare_kernels
+    >>> rows = compare_kernels(kernels=["log"], transforms=[None], n_samples=8,
+    ...                        n_points=16, n_test=4, epochs=1, d_model=8, n_heads=2)
+    >>> rows[0]["kernel"], rows[0]["status"]
+    ('log', 'ok')
+    """
+    if int(n_test) < 3:
+        raise ValueError(f"n_test must be >= 3 (the across-sample correlation ranks measures), got {n_test}.")
+    data_params = {"n_samples": n_samples, "n_points": n_points, "tail": tail, "tail_index": tail_index}
+    # Validate data parameters once, cheaply, before launching any fit.
+    load_benchmark(task, **dict(data_params, n_samples=1, n_points=2), random_state=0)
+    model_params = _model_params(kernels, transforms, epochs=epochs, d_model=d_model, n_heads=n_heads,
+                                 n_layers=n_layers, dim_feedforward=dim_feedforward, lr=lr, batch_size=batch_size,
+                                 device=device)
+    seeds = list(seeds)
+    n_threads = torch_threads if torch_threads is not None else 1
+    calls = [
+        delayed(_benchmark_fit)(task, data_params, n_test, kernel, transform, seed, model_params,
+                                return_examples and seed == seeds[0], n_threads)
+        for seed in seeds for kernel in kernels for transform in transforms
+    ]
+    return _run(calls, n_jobs, progress, return_examples)
+
+
+def compare_kernels_on_data(
+    X,
+    y,
+    *,
+    kernels=("softmax", "poly", "log", "sigmoid"),
+    transforms=(None, "symlog"),
+    test_size=0.25,
+    name="data",
+    epochs=40,
+    seeds=(0,),
+    d_model=32,
+    n_heads=4,
+    n_layers=2,
+    dim_feedforward=64,
+    lr=1e-3,
+    batch_size=16,
+    device="auto",
+    n_jobs=1,
+    torch_threads=None,
+    progress=None,
+    return_examples=False,
+):
+    """Train one model per kernel, transform and seed on your measures; score on held-out ones.
+
+    For every seed ``s`` the measures (pairs ``X[i] -> y[i]``) are split into
+    training and held-out measures by
+    :func:`sklearn.model_selection.train_test_split` with ``random_state=s``
+    (so each seed also sees another split), the model is seeded with ``s``, and
+    it is scored on the held-out measures exactly as in
+    :func:`compare_kernels`.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_points, n_features) or list of 2-D arrays
+        Input measures (a list may be ragged).
+    y : array-like of shape (n_samples, n_points_y, n_features_y) or list of 2-D arrays
+        Target measures, one per input measure.
+    kernels : sequence of str, default=("softmax", "poly", "log", "sigmoid")
+        Attention kernels.
+    transforms : sequence of {None, "none", "symlog"}, default=(None, "symlog")
+        Data transforms.
+    test_size : float or int, default=0.25
+        Held-out measures: a fraction of ``n_samples`` or a count; at least 3
+        measures are held out and at least 2 are left for training.
+    name : str, default="data"
+        Written in the ``task`` column of the rows and in progress lines.
+    epochs, seeds, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device, n_jobs, torch_threads, \
+progress, return_examples
+        As in :func:`compare_kernels`.
+
+    Returns
+    -------
+    rows : list of dict
+        One row per fit, keys :data:`ROW_FIELDS` (``tail`` empty, ``tail_index``
+        ``nan``, ``n_points`` the largest measure's size).
+    examples : dict
+        Only with ``return_examples=True``.
+
+    Raises
+    ------
+    ValueError
+        For invalid measures, ``X`` and ``y`` of different lengths, a split that
+        leaves fewer than 3 held-out or 2 training measures, or invalid model
+        parameters; all before any training.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.experiments import compare_kernels_on_data
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_t(3, size=(12, 16, 2))
+    >>> rows = compare_kernels_on_data(X, 2.0 * X, kernels=["log"], transforms=["symlog"], epochs=1,
+    ...                                d_model=8, n_heads=2, n_layers=1)
+    >>> rows[0]["n_samples"], rows[0]["n_test"], rows[0]["status"]
+    (9, 3, 'ok')
+    """
+    X = _as_measures(X, "X")
+    y = _as_measures(y, "y")
+    if len(X) != len(y):
+        raise ValueError(
+            f"X has {len(X)} measures but y has {len(y)}; each input measure needs its target measure "
+            "(in the same order)."
+        )
+    n_samples = len(X)
+    if isinstance(test_size, numbers.Integral) and not isinstance(test_size, bool) and test_size > 0:
+        n_test = int(test_size)
+    elif isinstance(test_size, numbers.Real) and not isinstance(test_size, bool) and 0 < test_size < 1:
+        n_test = int(math.ceil(test_size * n_samples))
+    else:
+        raise ValueError(f"test_size must be a fraction in (0, 1) or a positive count of measures, got {test_size!r}.")
+    if n_test < 3 or n_samples - n_test < 2:
+        raise ValueError(
+            f"{n_samples} measures with test_size={test_size!r} hold out {n_test} and leave {n_samples - n_test} "
+            "for training; the comparison needs at least 3 held-out measures (their predictions are ranked) "
+            "and 2 for training. Pass more measures or change test_size."
+        )
+    model_params = _model_params(kernels, transforms, epochs=epochs, d_model=d_model, n_heads=n_heads,
+                                 n_layers=n_layers, dim_feedforward=dim_feedforward, lr=lr, batch_size=batch_size,
+                                 device=device)
+    seeds = list(seeds)
+    n_threads = torch_threads if torch_threads is not None else 1
+    calls = [
+        delayed(_split_fit)(str(name), X, y, n_test, kernel, transform, seed, model_params,
+                            return_examples and seed == seeds[0], n_threads)
+        for seed in seeds for kernel in kernels for transform in transforms
+    ]
+    return _run(calls, n_jobs, progress, return_examples)

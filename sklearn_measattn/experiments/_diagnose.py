@@ -1,0 +1,431 @@
+"""Diagnose a batch of measures before training: tails, attention ESS per kernel, a recommendation."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .._validation import check_measures, check_positive
+from ..kernels import KERNEL_NAMES, get_kernel
+from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
+from ..preprocessing import symlog
+from ._compare import torch_threads
+from ._report import format_number, format_table
+from ._tails import estimate_tail_index
+
+__all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
+
+#: Kernels ordered from the fastest-growing (most selective attention) to the slowest.
+_GROWTH_ORDER = {"exponential": 0, "polynomial": 1, "linear": 2, "logarithmic": 3, "bounded": 4}
+
+#: Below this tail index the variance is infinite: train on a logarithmic scale.
+SYMLOG_BELOW_TAIL_INDEX = 2.0
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What :func:`diagnose_measures` found; print it with :func:`format_diagnosis`.
+
+    Attributes
+    ----------
+    tails : TailIndexEstimate
+        Hill estimates per feature and of the norm.
+    kernels : list of dict
+        One dict per kernel: ``kernel``, ``growth``, ``min_tail_index`` (its
+        integrals converge for tail indices above this), ``integrals``
+        (``"converge"``, ``"diverge"``, ``"borderline"`` when the interval of
+        the norm's tail index straddles ``min_tail_index``, ``"unknown"`` for
+        user kernels), ``ess_none`` and ``ess_symlog`` (random-projection
+        attention ESS / n without and with symlog).
+    light_tailed : bool
+        The norm's tail index estimate is above the light-tail threshold.
+    kernel, transform : str, str or None
+        The recommendation.
+    reason : str
+        Why, in one or two sentences.
+    shape : tuple
+        ``(n_samples, n_points, n_features)`` of the input (largest measure's
+        size for ragged input).
+    n_measures_ess, n_queries_ess : int
+        Measures and queries per measure used for the ESS.
+    """
+
+    tails: object
+    kernels: list
+    light_tailed: bool
+    kernel: str
+    transform: str | None
+    reason: str
+    shape: tuple
+    n_measures_ess: int
+    n_queries_ess: int
+    notes: list = field(default_factory=list)
+
+    def rows(self):
+        """The diagnosis as CSV rows (long format, for :func:`write_csv`).
+
+        Returns
+        -------
+        rows : list of dict
+            Keys ``what`` (``"tail_index"``, ``"attention_ess"``,
+            ``"integrals"`` or ``"recommendation"``), ``of``, ``value``,
+            ``standard_error``, ``ci_lower``, ``ci_upper``, ``detail``.
+        """
+        rows = [
+            {"what": "tail_index", "of": r["of"], "value": r["tail_index"], "standard_error": r["standard_error"],
+             "ci_lower": r["ci_lower"], "ci_upper": r["ci_upper"],
+             "detail": f"Hill, k={r['n_tail']} of {r['n_values']}, {'light' if r['light_tailed'] else 'heavy'}"}
+            for r in self.tails.rows()
+        ]
+        for k in self.kernels:
+            rows.append({"what": "integrals", "of": k["kernel"], "value": k["min_tail_index"],
+                         "detail": f"{k['integrals']} ({k['growth']} growth)"})
+            for transform in ("none", "symlog"):
+                rows.append({"what": "attention_ess", "of": f"{k['kernel']}/{transform}", "value": k[f"ess_{transform}"],
+                             "detail": f"ESS/n, {self.n_measures_ess} measures x {self.n_queries_ess} queries"})
+        rows.append({"what": "recommendation", "of": f"{self.kernel}/{self.transform or 'none'}",
+                     "detail": self.reason})
+        return rows
+
+
+def _standardize(X, weights):
+    """Centre every measure at its median and divide each feature by its median absolute deviation."""
+    X = X.copy()
+    present = np.ones(X.shape[:2], dtype=bool) if weights is None else weights > 0
+    for i in range(X.shape[0]):
+        X[i] -= np.median(X[i][present[i]], axis=0)
+        X[i][~present[i]] = 0.0
+    deviations = np.abs(X[present])
+    scale = np.median(deviations, axis=0)
+    fallback = deviations.mean(axis=0)
+    scale = np.where(scale > 0, scale, np.where(fallback > 0, fallback, 1.0))
+    return X / scale
+
+
+def _integrals(kernel, lower, upper, light):
+    threshold = kernel.min_tail_index
+    if threshold is None:
+        return "unknown"
+    if light:
+        return "converge"
+    if lower > threshold:
+        return "converge"
+    if upper <= threshold:
+        return "diverge"
+    return "borderline"
+
+
+def _ess(X, weights, kernel, n_draws, max_queries, random_state):
+    try:
+        return float(np.mean(attention_ess(X, kernel, weights=weights, n_draws=n_draws, max_queries=max_queries,
+                                           random_state=random_state)))
+    except ValueError:  # scores beyond float64: one point takes all the weight
+        return math.nan
+
+
+def _moments(alpha):
+    if not np.isfinite(alpha):
+        return "no power law seen"
+    if alpha <= 1:
+        return "even the mean is infinite"
+    if alpha <= 2:
+        return "the variance is infinite"
+    return f"moments of order {format_number(alpha)} and above are infinite"
+
+
+def _percent(fraction):
+    return "an unmeasurable share" if not np.isfinite(fraction) else f"{format_number(100 * fraction)}%"
+
+
+def _recommend(tails, kernels):
+    """``(kernel, transform, reason)`` from the tail estimate and the measured ESS; the rule is in the docstring
+    of :func:`diagnose_measures`."""
+    alpha, lower, upper = tails.norm
+    light = bool(tails.light_tailed[-1])
+    interval = f"{format_number(lower)}-{format_number(upper)}"
+    healthy = [k for k in kernels if k["integrals"] == "converge" and k["ess_none"] >= ATTENTION_ESS_THRESHOLD]
+    healthy.sort(key=lambda k: _GROWTH_ORDER.get(k["growth"], len(_GROWTH_ORDER)))
+    softmax = next((k for k in kernels if k["kernel"] == "softmax"), None)
+    if light and healthy:
+        best = healthy[0]
+        every = len(healthy) == len(kernels)
+        reason = (
+            f"Your points have light tails (tail index estimate {format_number(alpha)}, no sign of a power law), so "
+            + ("every kernel's attention integrals converge and every kernel is fine. " if every else
+               "the attention integrals converge. ")
+            + f"Use kernel={best['kernel']!r} without a transform: it keeps {_percent(best['ess_none'])} of the "
+            "points in play" + (", and softmax is the standard, fastest choice." if best["kernel"] == "softmax" else ".")
+        )
+        return best["kernel"], None, reason
+    heavy = (f"Your points have heavy tails: tail index about {format_number(alpha)} ({int(100 * tails.confidence)}% "
+             f"interval {interval}), so {_moments(alpha)}")
+    if softmax is not None:
+        heavy += (f", and softmax attention on your data effectively uses only {_percent(softmax['ess_none'])} of "
+                  "the points")
+    heavy += ". "
+    transform = "symlog" if lower <= SYMLOG_BELOW_TAIL_INDEX else None
+    if healthy:
+        best = healthy[0]
+        reason = heavy + (
+            f"Use kernel={best['kernel']!r}" + (" with transform='symlog'" if transform else " without a transform")
+            + f": its integrals converge at these tails and it keeps {_percent(best['ess_none'])} of the points in play"
+            + ("; symlog puts the data on a logarithmic scale, where losses and scores stay finite." if transform
+               else ".")
+        )
+        return best["kernel"], transform, reason
+    known = [k for k in kernels if k["min_tail_index"] is not None and np.isfinite(k["min_tail_index"])]
+    pool = known or kernels
+    if known:
+        slowest = min(k["min_tail_index"] for k in known)
+        pool = [k for k in known if k["min_tail_index"] == slowest]
+    best = max(pool, key=lambda k: k["ess_symlog"] if np.isfinite(k["ess_symlog"]) else -1.0)
+    reason = heavy + (
+        f"No kernel's integrals converge this far out, so use transform='symlog', which compresses the tails to a "
+        f"logarithmic scale, with kernel={best['kernel']!r}, whose weights grow slowest and keep "
+        f"{_percent(best['ess_symlog'])} of the points in play after symlog."
+    )
+    return best["kernel"], "symlog", reason
+
+
+def diagnose_measures(
+    X,
+    *,
+    kernels=KERNEL_NAMES,
+    n_tail="sqrt",
+    confidence=0.95,
+    max_measures=32,
+    max_queries=64,
+    n_draws=2,
+    random_state=0,
+):
+    """Diagnose measures before training: how heavy are the tails, which kernels collapse, what to use.
+
+    Three measurements, in seconds on a laptop:
+
+    1. the tail index per feature and of the point norm, with its confidence
+       interval (:func:`estimate_tail_index`);
+    2. whether each kernel's attention integrals converge at the norm's tail
+       index (``AttentionKernel.min_tail_index``: they converge above it);
+    3. the attention effective sample size / n of each kernel with random
+       query/key projections (:func:`~sklearn_measattn.metrics.attention_ess`),
+       on the data and after symlog, on at most ``max_measures`` measures and
+       ``max_queries`` queries per measure. Each measure is first centred at
+       its median and each feature divided by its median absolute deviation, so
+       that the bulk of the points has unit scale, as a trained embedding would
+       see it.
+
+    The recommendation follows a fixed rule. *Light tails* (norm estimate above
+    :data:`LIGHT_TAIL_INDEX`): the fastest-growing kernel whose ESS / n is at
+    least :data:`~sklearn_measattn.metrics.ATTENTION_ESS_THRESHOLD` (softmax,
+    when it is among ``kernels``), no transform. *Heavy tails*: the
+    fastest-growing kernel whose integrals converge over the whole interval of
+    the tail index and whose ESS / n passes the threshold (softmax never
+    qualifies: its integrals diverge for every power law), with symlog when the
+    interval reaches down to 2 (infinite variance possible); when no kernel
+    converges, symlog with the kernel of the smallest ``min_tail_index`` that
+    keeps the largest ESS / n after symlog.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_points, n_features) or list of 2-D arrays
+        The measures (a ragged list is accepted).
+    kernels : sequence of str or AttentionKernel, default=KERNEL_NAMES
+        Kernels to assess.
+    n_tail : "sqrt", int or float, default="sqrt"
+        Order statistics of the tail estimate, see :func:`estimate_tail_index`.
+    confidence : float, default=0.95
+        Level of the tail index interval.
+    max_measures : int, default=32
+        Measures drawn at random for the ESS.
+    max_queries : int, default=64
+        Queries per measure for the ESS (each against every point).
+    n_draws : int, default=2
+        Random projection pairs averaged in the ESS.
+    random_state : int, RandomState instance or None, default=0
+        Seeds the subsamples and the projections.
+
+    Returns
+    -------
+    diagnosis : Diagnosis
+
+    Raises
+    ------
+    ValueError
+        For invalid measures, too few points for the tail estimate, or invalid
+        options; before any computation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.experiments import diagnose_measures
+    >>> rng = np.random.default_rng(0)
+    >>> diagnosis = diagnose_measures(rng.normal(size=(16, 128, 2)))
+    >>> diagnosis.light_tailed, diagnosis.kernel, diagnosis.transform
+    (True, 'softmax', None)
+    >>> cauchy = diagnose_measures(rng.standard_cauchy(size=(16, 128, 2)))
+    >>> cauchy.light_tailed, cauchy.transform, cauchy.kernel != "softmax"
+    (False, 'symlog', True)
+    """
+    kernel_objs = [get_kernel(k) for k in kernels]
+    if not kernel_objs:
+        raise ValueError("kernels is empty; pass at least one kernel name, e.g. kernels=('softmax', 'log').")
+    max_measures = check_positive(max_measures, "max_measures", integer=True)
+    max_queries = check_positive(max_queries, "max_queries", integer=True)
+    n_draws = check_positive(n_draws, "n_draws", integer=True)
+    X, weights = check_measures(X, input_name="X", dtype=np.float64)
+    tails = estimate_tail_index(X if weights is None else [X[i][weights[i] > 0] for i in range(len(X))],
+                                n_tail=n_tail, confidence=confidence)
+    light = bool(tails.light_tailed[-1])
+    _, lower, upper = tails.norm
+    rng = check_random_state(random_state)
+    chosen = np.sort(rng.choice(X.shape[0], min(max_measures, X.shape[0]), replace=False))
+    sub_weights = None if weights is None else weights[chosen]
+    standardized = _standardize(X[chosen], sub_weights)
+    transformed = symlog(standardized)
+    seed = int(rng.randint(2**31 - 1))
+    rows = []
+    with torch_threads(1):  # small tensors: one thread is many times faster on a busy CPU
+        for kernel in kernel_objs:
+            rows.append({
+                "kernel": kernel.name, "growth": kernel.growth, "min_tail_index": kernel.min_tail_index,
+                "integrals": _integrals(kernel, lower, upper, light),
+                "ess_none": _ess(standardized, sub_weights, kernel, n_draws, max_queries, seed),
+                "ess_symlog": _ess(transformed, sub_weights, kernel, n_draws, max_queries, seed),
+            })
+    kernel, transform, reason = _recommend(tails, rows)
+    notes = []
+    if tails.n_tail < 30:
+        notes.append(f"Only {tails.n_values} points in all: the tail estimate is rough; more measures sharpen it.")
+    return Diagnosis(tails, rows, light, kernel, transform, reason, tuple(X.shape), len(chosen),
+                     min(max_queries, X.shape[1]), notes)
+
+
+def _tail_reading(alpha, light):
+    if light:
+        return "light"
+    if not np.isfinite(alpha):
+        return "undetermined"
+    return "heavy: " + ("infinite mean" if alpha <= 1 else "infinite variance" if alpha <= 2 else "finite variance")
+
+
+def format_diagnosis(diagnosis):
+    """The diagnosis as text: tails, kernels, recommendation.
+
+    Parameters
+    ----------
+    diagnosis : Diagnosis
+        Output of :func:`diagnose_measures`.
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.experiments import diagnose_measures, format_diagnosis
+    >>> text = format_diagnosis(diagnose_measures(np.random.default_rng(0).normal(size=(8, 64, 2))))
+    >>> text.splitlines()[-1].startswith("Recommendation: kernel='softmax', no transform.")
+    True
+    """
+    tails = diagnosis.tails
+    n_samples, n_points, n_features = diagnosis.shape
+    level = f"{int(round(100 * tails.confidence))}%"
+    tail_body = [
+        [label, format_number(a), format_number(se), f"{format_number(lo)}-{format_number(hi)}",
+         _tail_reading(a, light)]
+        for label, a, se, lo, hi, light in zip(tails.labels, tails.tail_index, tails.standard_error, tails.ci_lower,
+                                               tails.ci_upper, tails.light_tailed)
+    ]
+    tail_table = format_table(
+        ["of", "tail index", "std. error", f"{level} interval", "reading"], tail_body,
+        title=(f"Tails: Hill estimate from the {tails.n_tail} largest of {tails.n_values} distances to each "
+               "measure's median"),
+        notes=[f"Tail index a: P(|x| > t) falls like t^-a. Above {tails.light_tail_index:g} the tails read as light: "
+               "for Gaussian data Hill's estimate is large and grows with the number of points."],
+    )
+    kernel_body = [
+        [k["kernel"], k["growth"],
+         "none" if k["min_tail_index"] is not None and math.isinf(k["min_tail_index"])
+         else "unknown" if k["min_tail_index"] is None else format_number(k["min_tail_index"]),
+         k["integrals"], format_number(k["ess_none"]), format_number(k["ess_symlog"])]
+        for k in diagnosis.kernels
+    ]
+    kernel_table = format_table(
+        ["kernel", "growth", "converges for a >", "at your tails", "ESS/n", "ESS/n symlog"], kernel_body,
+        title=(f"Kernels: attention with random projections on {diagnosis.n_measures_ess} of your measures, "
+               f"{diagnosis.n_queries_ess} queries each"),
+        notes=["ESS/n: share of the points each query effectively uses (1 = all, 1/n = one point takes all the "
+               f"weight; below {ATTENTION_ESS_THRESHOLD:g} counts as collapsed).",
+               "at your tails: whether the kernel's attention integrals converge at the norm's tail index "
+               "(borderline: the interval straddles the limit)."],
+    )
+    transform = "no transform" if diagnosis.transform is None else f"transform={diagnosis.transform!r}"
+    lines = [f"{n_samples} measures x {n_points} points x {n_features} features", "", tail_table, "", kernel_table, ""]
+    lines += diagnosis.notes + ([""] if diagnosis.notes else [])
+    lines.append(f"Recommendation: kernel={diagnosis.kernel!r}, {transform}. {diagnosis.reason}")
+    return "\n".join(lines)
+
+
+def attention_ess_table(
+    *, kernels=KERNEL_NAMES, tails=("gaussian", "student_t", "pareto"), tail_index=1.5, n_points=(64, 256),
+    n_features=2, n_measures=1, n_draws=2, random_state=0,
+):
+    """Random-projection attention ESS / n of each kernel on simulated tails, for several ensemble sizes.
+
+    Parameters
+    ----------
+    kernels : sequence of str, default=KERNEL_NAMES
+        Kernels.
+    tails : sequence of str, default=("gaussian", "student_t", "pareto")
+        Base families (:data:`sklearn_measattn.datasets.TAILS`).
+    tail_index : float, default=1.5
+        Tail exponent of the heavy families.
+    n_points : sequence of int, default=(64, 256)
+        Ensemble sizes.
+    n_features : int, default=2
+        Dimension of the points.
+    n_measures : int, default=1
+        Measures averaged per cell.
+    n_draws : int, default=2
+        Random projection pairs per measure.
+    random_state : int, default=0
+        Seeds the data and the projections.
+
+    Returns
+    -------
+    rows : list of dict
+        Keys ``kernel``, ``tail``, ``tail_index`` (``nan`` for Gaussian),
+        ``n_points``, ``ess_fraction`` (mean ESS / n, at most 256 queries per
+        measure).
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import attention_ess_table
+    >>> rows = attention_ess_table(kernels=["softmax"], tails=["pareto"], tail_index=0.7, n_points=[64])
+    >>> rows[0]["kernel"], 0 < rows[0]["ess_fraction"] <= 1
+    ('softmax', True)
+    """
+    from ..datasets import make_matrix_inverse
+
+    if not isinstance(tail_index, numbers.Real):
+        raise TypeError(f"tail_index must be a number, got {tail_index!r}.")
+    rows = []
+    for tail in tails:
+        for n in n_points:
+            # condition=1 gives A = I: the points are plain draws of the base family.
+            X, _ = make_matrix_inverse(n_samples=n_measures, n_points=n, n_features=n_features, tail=tail,
+                                       tail_index=tail_index, condition=1.0, random_state=random_state)
+            for kernel in kernels:
+                with torch_threads(1):
+                    ess = attention_ess(X, kernel, n_draws=n_draws, max_queries=256, random_state=random_state)
+                rows.append({"kernel": kernel, "tail": tail,
+                             "tail_index": tail_index if tail != "gaussian" else math.nan,
+                             "n_points": n, "ess_fraction": float(np.mean(ess))})
+    return rows
+
+

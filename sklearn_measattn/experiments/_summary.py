@@ -1,0 +1,239 @@
+"""Summaries of kernel comparisons: mean over seeds, the printed table, the recommendation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..metrics import ATTENTION_ESS_THRESHOLD, CORRELATION_THRESHOLD, SPREAD_THRESHOLD
+from ._report import format_number, format_table
+
+__all__ = ["summarize", "comparison_table", "format_comparison", "recommend", "COMPARISON_NOTES"]
+
+_SUMMARY_METRICS = (
+    "energy_symlog", "w1_symlog", "energy", "w1", "attention_ess", "spread_ratio_median", "corr_scale", "fit_time",
+)
+_GROUP_KEYS = ("task", "tail", "tail_index", "kernel", "transform")
+
+#: What the columns of :func:`comparison_table` mean, printed under the table.
+COMPARISON_NOTES = (
+    "energy, W1 [symlog]: energy distance and Wasserstein-1 between the held-out targets and the predictions, "
+    "after symlog of every coordinate (on heavy-tailed data the raw distances are dominated by a few extreme "
+    "points; the CSV has both); lower is better.",
+    "attn ESS/n: how many points each query of the trained first attention layer effectively uses, as a fraction "
+    "of the ensemble size (median over held-out measures and heads); 1/n means one point takes all the weight.",
+    "spread ratio: spread of the predicted ensemble over the target's (median over held-out measures); 1 is right, "
+    "near 0 means the predicted particles sit on one point.",
+    "corr(scale): rank correlation, across held-out measures, of predicted and target spread; near 0 means the "
+    "predictions no longer follow the input.",
+    f"collapsed (why): yes when attn ESS/n < {ATTENTION_ESS_THRESHOLD:g} ('attention') or spread "
+    f"ratio < {SPREAD_THRESHOLD:g} ('spread'); k/n when seeds disagree.",
+    f"ignores input: seeds with corr(scale) < {CORRELATION_THRESHOLD:g}; shown apart because too "
+    "little training does this too.",
+)
+
+_TABLE_HEADER = (
+    "kernel", "transform", "energy [symlog]", "W1 [symlog]", "attn ESS/n", "spread ratio", "corr(scale)",
+    "collapsed (why)", "ignores input", "fit (s)",
+)
+
+
+def summarize(rows):
+    """Group per-seed rows by (task, tail, tail_index, kernel, transform).
+
+    Parameters
+    ----------
+    rows : list of dict
+        Rows of :func:`compare_kernels` or :func:`compare_kernels_on_data`.
+
+    Returns
+    -------
+    summary : list of dict
+        One dict per group: the group keys; per metric, ``<metric>_mean`` and
+        ``<metric>_std`` (sample standard deviation, ``nan`` for one seed) over
+        the seeds whose fit did not diverge; ``n_seeds``, ``n_ok``,
+        ``n_collapsed``, ``n_attention``, ``n_within``, ``n_across`` (seeds
+        whose verdict fired on each face); and ``collapsed``: ``"yes"``,
+        ``"no"``, ``"k/n"`` when seeds disagree, or ``"diverged"``.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import summarize
+    >>> row = dict(task="t", tail="", tail_index=float("nan"), kernel="log", transform="none", status="ok",
+    ...            energy_symlog=0.1, w1_symlog=0.2, energy=0.3, w1=0.4, attention_ess=0.5,
+    ...            spread_ratio_median=0.9, corr_scale=0.8, fit_time=1.0, collapsed=False,
+    ...            collapse_attention=False, collapse_within=False, collapse_across=False)
+    >>> (s,) = summarize([row, dict(row, energy_symlog=0.3)])
+    >>> s["collapsed"], s["n_seeds"], round(s["energy_symlog_mean"], 3)
+    ('no', 2, 0.2)
+    """
+    groups = {}
+    for row in rows:
+        key = tuple("" if (isinstance(row[k], float) and math.isnan(row[k])) else row[k] for k in _GROUP_KEYS)
+        groups.setdefault(key, []).append(row)
+    summary = []
+    for key, members in groups.items():
+        ok = [r for r in members if r["status"] == "ok"]
+        out = dict(zip(_GROUP_KEYS, key))
+        out["n_seeds"] = len(members)
+        out["n_ok"] = len(ok)
+        for metric in _SUMMARY_METRICS:
+            source = members if metric == "fit_time" else ok
+            values = np.array([r[metric] for r in source], dtype=float)
+            out[f"{metric}_mean"] = float(values.mean()) if len(values) else math.nan
+            out[f"{metric}_std"] = float(values.std(ddof=1)) if len(values) > 1 else math.nan
+        n_collapsed = sum(bool(r["collapsed"]) for r in ok)
+        out["n_collapsed"] = n_collapsed
+        out["n_attention"] = sum(bool(r["collapse_attention"]) for r in ok)
+        out["n_within"] = sum(bool(r["collapse_within"]) for r in ok)
+        out["n_across"] = sum(bool(r["collapse_across"]) for r in ok)
+        if not ok:
+            out["collapsed"] = "diverged"
+        elif n_collapsed == len(ok):
+            out["collapsed"] = "yes"
+        elif n_collapsed == 0:
+            out["collapsed"] = "no"
+        else:
+            out["collapsed"] = f"{n_collapsed}/{len(ok)}"
+        if ok and len(ok) < len(members):
+            out["collapsed"] += f" ({len(members) - len(ok)} diverged)"
+        summary.append(out)
+    return summary
+
+
+def _mean_std(mean, std):
+    if not np.isfinite(mean):
+        return "nan"
+    return format_number(mean) + (f" ± {format_number(std)}" if np.isfinite(std) else "")
+
+
+def _why(s):
+    faces = [name for name, n in (("attention", s["n_attention"]), ("spread", s["n_within"])) if n]
+    return f" ({', '.join(faces)})" if faces else ""
+
+
+def comparison_table(summary, *, judge=True):
+    """The comparison table as a header and rows of strings.
+
+    Parameters
+    ----------
+    summary : list of dict
+        Output of :func:`summarize`.
+    judge : bool, default=True
+        ``False`` for runs too small to support a verdict: the numbers are
+        shown, the collapse columns say so.
+
+    Returns
+    -------
+    header : list of str
+    body : list of list of str
+        Numbers with three significant figures (:func:`format_number`), mean
+        ± standard deviation over seeds when there are several.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import comparison_table
+    >>> header, body = comparison_table([])
+    >>> header[:3]
+    ['kernel', 'transform', 'energy [symlog]']
+    """
+    body = []
+    for s in summary:
+        n_ok = s["n_ok"]
+        if not judge and n_ok:
+            collapsed, ignores = "too small to judge", "-"
+        else:
+            collapsed = s["collapsed"] + ("" if s["collapsed"] in ("no", "diverged") else _why(s))
+            ignores = "diverged" if not n_ok else f"{s['n_across']}/{n_ok}"
+        body.append([
+            s["kernel"], s["transform"],
+            _mean_std(s["energy_symlog_mean"], s["energy_symlog_std"]),
+            _mean_std(s["w1_symlog_mean"], s["w1_symlog_std"]),
+            _mean_std(s["attention_ess_mean"], s["attention_ess_std"]),
+            _mean_std(s["spread_ratio_median_mean"], s["spread_ratio_median_std"]),
+            _mean_std(s["corr_scale_mean"], s["corr_scale_std"]),
+            collapsed, ignores,
+            format_number(s["fit_time_mean"]),
+        ])
+    return list(_TABLE_HEADER), body
+
+
+def format_comparison(summary, *, title=None, judge=True):
+    """Render :func:`summarize` output as an aligned text table with what the columns mean.
+
+    Parameters
+    ----------
+    summary : list of dict
+        Output of :func:`summarize`.
+    title : str, default=None
+        First line.
+    judge : bool, default=True
+        See :func:`comparison_table`.
+
+    Returns
+    -------
+    text : str
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import format_comparison
+    >>> format_comparison([], title="nothing run").splitlines()[0]
+    'nothing run'
+    """
+    header, body = comparison_table(summary, judge=judge)
+    return format_table(header, body, title=title, notes=COMPARISON_NOTES)
+
+
+def recommend(summary):
+    """One line naming the best kernel and transform, with the evidence for it.
+
+    The best is the lowest mean symlog energy distance among the (kernel,
+    transform) pairs that neither collapsed nor diverged in any seed; the line
+    says which pairs collapsed, and whether the margin over the runner-up is
+    larger than the seed-to-seed standard deviation (with one seed there is no
+    noise estimate, and the line says so).
+
+    Parameters
+    ----------
+    summary : list of dict
+        Output of :func:`summarize`.
+
+    Returns
+    -------
+    line : str
+        Starts with ``"recommendation: "``.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import recommend
+    >>> recommend([])
+    'recommendation: none: nothing was run.'
+    """
+    if not summary:
+        return "recommendation: none: nothing was run."
+    usable = [s for s in summary if s["collapsed"] == "no" and np.isfinite(s["energy_symlog_mean"])]
+    failed = [f"{s['kernel']}/{s['transform']}" for s in summary if s["collapsed"] != "no"]
+    failed_text = f"; collapsed or diverged: {', '.join(failed)}" if failed else "; none collapsed"
+    if not usable:
+        return "recommendation: none: every kernel and transform collapsed or diverged" + failed_text + "."
+    usable.sort(key=lambda s: s["energy_symlog_mean"])
+    best = usable[0]
+    name = f"kernel={best['kernel']!r}, transform={best['transform'] if best['transform'] != 'none' else None!r}"
+    evidence = (
+        f"lowest held-out energy [symlog] {format_number(best['energy_symlog_mean'])} with attn ESS/n "
+        f"{format_number(best['attention_ess_mean'])}"
+    )
+    if len(usable) > 1:
+        runner = usable[1]
+        margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]
+        stds = [v for v in (best["energy_symlog_std"], runner["energy_symlog_std"]) if np.isfinite(v)]
+        noise = max(stds) if stds else math.nan
+        evidence += f", next {runner['kernel']}/{runner['transform']} at {format_number(runner['energy_symlog_mean'])}"
+        if not np.isfinite(noise):
+            evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell)"
+        elif margin <= noise:
+            evidence += f" (margin {format_number(margin)} within seed noise {format_number(noise)}: about as good)"
+        else:
+            evidence += f" (margin {format_number(margin)} beyond seed noise {format_number(noise)})"
+    return f"recommendation: {name}: {evidence}{failed_text}."
