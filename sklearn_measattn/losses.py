@@ -16,6 +16,12 @@ sinkhorn   (debiased) entropic OT, POT log-Sinkhorn  any N, M
 mse        paired mean squared error                 N == M, paired points
 ========== ========================================= ======================
 
+The energy, sliced and entropic distances are computed by the same code as
+the metrics of :mod:`sklearn_measattn.metrics` (``energy_loss`` equals
+``energy_distance``, ``sliced_wasserstein_loss`` is the ``p``-th power of
+``wasserstein_distance(method="sliced")`` for the same directions), and their
+parameters have the same ranges.
+
 :func:`get_loss` turns a name (or a callable) into a loss function and
 :class:`MeasureLoss` wraps it as a ``torch.nn.Module`` usable as skorch's
 ``criterion``.
@@ -30,6 +36,18 @@ import numbers
 import torch
 from torch import nn
 
+from ._losses_input import check_reduction, prepare_clouds, reduce, split_points_weights
+from ._ot import (
+    check_beta,
+    check_n_projections,
+    check_order,
+    check_reg,
+    distance_power,
+    energy_distance_batch,
+    entropic_transport_value,
+    sinkhorn_plan,
+    sliced_wasserstein_batch,
+)
 from ._validation import check_positive
 
 __all__ = [
@@ -41,130 +59,6 @@ __all__ = [
     "sinkhorn_loss",
     "sliced_wasserstein_loss",
 ]
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-# --------------------------------------------------------------------------- #
-# validation helpers
-# --------------------------------------------------------------------------- #
-def _as_cloud(t, name, like=None):
-    if not torch.is_tensor(t):
-        try:
-            t = torch.as_tensor(t)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise TypeError(f"{name} must be a tensor of shape (B, n_points, d); {exc}") from None
-    if t.ndim != 3:
-        raise ValueError(
-            f"{name} must be a 3-D tensor (batch, n_points, n_features), got shape "
-            f"{tuple(t.shape)}. For a single cloud use {name}[None]."
-        )
-    if not t.is_floating_point():
-        t = t.to(torch.get_default_dtype() if like is None else like.dtype)
-    if like is not None:
-        t = t.to(dtype=like.dtype, device=like.device)
-    if t.shape[1] < 1:
-        raise ValueError(f"{name} has 0 points (shape {tuple(t.shape)}); each cloud needs at least one.")
-    return t
-
-
-def _normalized_weights(w, cloud, name):
-    """Return weights of shape (B, n) that sum to one per row."""
-    B, n = cloud.shape[:2]
-    if w is None:
-        return cloud.new_full((B, n), 1.0 / n)
-    if not torch.is_tensor(w):
-        w = torch.as_tensor(w)
-    w = w.to(dtype=cloud.dtype, device=cloud.device)
-    if tuple(w.shape) != (B, n):
-        raise ValueError(
-            f"{name} must have shape (batch, n_points) = {(B, n)} to match its cloud, "
-            f"got {tuple(w.shape)}."
-        )
-    w = w.detach()
-    if bool(torch.any(w < 0)) or not bool(torch.all(torch.isfinite(w))):
-        raise ValueError(f"{name} must be finite and >= 0 (0 means the point is absent).")
-    total = w.sum(dim=1, keepdim=True)
-    if bool(torch.any(total <= 0)):
-        raise ValueError(
-            f"{name} sums to 0 for some sample; every cloud needs at least one point "
-            "with positive weight."
-        )
-    return w / total
-
-
-def _prepare(x, y, x_weights, y_weights):
-    x = _as_cloud(x, "x")
-    y = _as_cloud(y, "y", like=x)
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"x has {x.shape[0]} samples but y has {y.shape[0]}; the clouds are "
-            "compared sample by sample."
-        )
-    if x.shape[2] != y.shape[2]:
-        raise ValueError(
-            f"x has {x.shape[2]} features per point but y has {y.shape[2]}; both "
-            "clouds must live in the same space."
-        )
-    a = _normalized_weights(x_weights, x, "x_weights")
-    b = _normalized_weights(y_weights, y, "y_weights")
-    return x, y, a, b
-
-
-def _reduce(values, reduction):
-    if reduction == "mean":
-        return values.mean()
-    if reduction == "sum":
-        return values.sum()
-    return values
-
-
-def _check_reduction(reduction):
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}.")
-
-
-def _check_power(value, name, low, high, low_inclusive):
-    check_positive(value, name)
-    ok = (value >= low if low_inclusive else value > low) and value <= high
-    if not ok:
-        bracket = "[" if low_inclusive else "("
-        raise ValueError(f"{name} must lie in {bracket}{low}, {high}], got {value!r}.")
-    return float(value)
-
-
-# --------------------------------------------------------------------------- #
-# pairwise distances with finite gradients
-# --------------------------------------------------------------------------- #
-def _pairwise_sq_dists(x, y):
-    """Squared Euclidean distances (B, N, M); exact zeros for equal points."""
-    if x.shape[-1] <= 16:
-        return (x.unsqueeze(2) - y.unsqueeze(1)).square().sum(-1)
-    # |x|^2 + |y|^2 - 2<x, y> uses O(B N M) memory instead of O(B N M d)
-    sq = x.square().sum(-1).unsqueeze(2) + y.square().sum(-1).unsqueeze(1) - 2.0 * x @ y.transpose(1, 2)
-    return sq.clamp_min(0.0)
-
-
-def _dist_pow(sq, power):
-    """``|x - y|^power`` from squared distances, with zero (not NaN) gradient at 0.
-
-    ``sqrt`` (and ``s ** (power / 2)`` for ``power < 2``) has an infinite
-    derivative at ``s = 0``, which autograd turns into NaN for coincident
-    points (the diagonal of ``|X - X'|``). Zero distances are masked *inside*
-    the power, so both ``torch.where`` branches have finite gradients.
-    """
-    if power == 2.0:
-        return sq
-    # Mask exact zeros only: a NaN or inf distance (overflowed predictions) must
-    # propagate into the loss, where training stops on it, not be masked to 0.
-    zero = sq == 0
-    safe = torch.where(zero, torch.ones_like(sq), sq)
-    return torch.where(zero, torch.zeros_like(sq), safe.pow(power / 2.0))
-
-
-def _bilinear(a, D, b):
-    """``sum_ij a_i D_ij b_j`` per sample (bmm; much faster than einsum on CPU)."""
-    return torch.bmm(a.unsqueeze(1), torch.bmm(D, b.unsqueeze(2))).reshape(-1)
 
 
 # --------------------------------------------------------------------------- #
@@ -195,8 +89,9 @@ def energy_loss(x, y, x_weights=None, y_weights=None, *, beta=1.0, reduction="me
     y_weights : torch.Tensor of shape (B, M), default=None
         Same for ``y``.
     beta : float, default=1.0
-        Exponent of the distance, in ``(0, 2]``. ``beta = 2`` only compares
-        means.
+        Exponent of the distance, in the open interval ``(0, 2)``, where the
+        energy distance is a metric between measures (at ``beta = 2`` it would
+        only compare means).
     reduction : {"mean", "sum", "none"}, default="mean"
         How to combine the ``B`` per-sample values.
 
@@ -216,13 +111,10 @@ def energy_loss(x, y, x_weights=None, y_weights=None, *, beta=1.0, reduction="me
     >>> energy_loss(x, x)
     tensor(0.)
     """
-    beta = _check_power(beta, "beta", 0.0, 2.0, low_inclusive=False)
-    _check_reduction(reduction)
-    x, y, a, b = _prepare(x, y, x_weights, y_weights)
-    e_xy = _bilinear(a, _dist_pow(_pairwise_sq_dists(x, y), beta), b)
-    e_xx = _bilinear(a, _dist_pow(_pairwise_sq_dists(x, x), beta), a)
-    e_yy = _bilinear(b, _dist_pow(_pairwise_sq_dists(y, y), beta), b)
-    return _reduce(2.0 * e_xy - e_xx - e_yy, reduction)
+    beta = check_beta(beta)
+    check_reduction(reduction)
+    x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
+    return reduce(energy_distance_batch(x, a, y, b, beta), reduction)
 
 
 def _random_directions(n_projections, d, generator, like):
@@ -238,28 +130,6 @@ def _random_directions(n_projections, d, generator, like):
     return theta / theta.norm(dim=1, keepdim=True).clamp_min(torch.finfo(like.dtype).tiny)
 
 
-def _quantile_wasserstein_1d(u, v, a, b, p):
-    """Exact W_p^p between weighted 1-D measures, batched over leading dims.
-
-    ``u`` (..., N) and ``v`` (..., M) are the atoms, ``a`` and ``b`` their
-    weights (rows sum to one). The quantile functions are step functions; both
-    are evaluated on the union of their jump levels, where they are constant
-    between consecutive levels, so the integral ``int_0^1 |F^-1 - G^-1|^p`` is
-    an exact finite sum (as in POT's ``wasserstein_1d``).
-    """
-    u_sorted, iu = torch.sort(u, dim=-1)
-    v_sorted, iv = torch.sort(v, dim=-1)
-    cu = torch.cumsum(torch.gather(a, -1, iu), dim=-1)
-    cv = torch.cumsum(torch.gather(b, -1, iv), dim=-1)
-    levels = torch.sort(torch.cat([cu, cv], dim=-1), dim=-1).values
-    steps = torch.diff(levels, dim=-1, prepend=torch.zeros_like(levels[..., :1]))
-    # quantile on (previous level, level]: first atom whose cumulative weight >= level
-    qu_idx = torch.searchsorted(cu.contiguous(), levels.contiguous()).clamp_max(u.shape[-1] - 1)
-    qv_idx = torch.searchsorted(cv.contiguous(), levels.contiguous()).clamp_max(v.shape[-1] - 1)
-    diff = torch.gather(u_sorted, -1, qu_idx) - torch.gather(v_sorted, -1, qv_idx)
-    return (steps * diff.abs().pow(p)).sum(-1)
-
-
 def sliced_wasserstein_loss(
     x, y, x_weights=None, y_weights=None, *, n_projections=64, p=2, generator=None, reduction="mean"
 ):
@@ -273,9 +143,11 @@ def sliced_wasserstein_loss(
     with ``L = n_projections`` directions ``theta_l`` drawn uniformly on the unit
     sphere (shared by the batch, fresh at every call unless ``generator`` is an
     int). The 1-D distances are exact: by sorting when both clouds are uniform
-    with ``N == M``, otherwise from the weighted quantile functions evaluated on
-    the union of their jump levels. Note it returns the ``p``-th power (smooth
-    at zero), not ``SW_p``.
+    with ``N == M``, otherwise POT's ``ot.wasserstein_1d`` (weighted quantile
+    functions). Note it returns the ``p``-th power (smooth at zero), not
+    ``SW_p``; :func:`sklearn_measattn.metrics.wasserstein_distance` with
+    ``method="sliced"`` computes the same distance (its ``p``-th root) with
+    the same code.
 
     Parameters
     ----------
@@ -309,59 +181,33 @@ def sliced_wasserstein_loss(
     >>> round(float(loss), 4)  # in 1-D the projections are +-x: exactly 3^2
     9.0
     """
-    n_projections = check_positive(n_projections, "n_projections", integer=True)
-    p = _check_power(p, "p", 1.0, float("inf"), low_inclusive=True)
-    _check_reduction(reduction)
-    x, y, a, b = _prepare(x, y, x_weights, y_weights)
+    n_projections = check_n_projections(n_projections)
+    p = check_order(p)
+    check_reduction(reduction)
+    x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     theta = _random_directions(n_projections, x.shape[-1], generator, x)
-    xp = (x @ theta.T).transpose(1, 2)  # (B, L, N)
-    yp = (y @ theta.T).transpose(1, 2)  # (B, L, M)
-    if x_weights is None and y_weights is None and x.shape[1] == y.shape[1]:
-        diff = torch.sort(xp, dim=-1).values - torch.sort(yp, dim=-1).values
-        per_direction = diff.abs().pow(p).mean(-1)
-    else:
-        L = n_projections
-        per_direction = _quantile_wasserstein_1d(
-            xp, yp, a.unsqueeze(1).expand(-1, L, -1), b.unsqueeze(1).expand(-1, L, -1), p
-        )
-    return _reduce(per_direction.mean(-1), reduction)
+    return reduce(sliced_wasserstein_batch(x, a, y, b, theta.T, p), reduction)
 
 
-def _entropic_ot(x, y, a, b, *, reg, p, normalize, max_iter, tol, scale=None):
-    """Per-sample entropic OT value <T, C> + eps KL(T | a x b), envelope gradient.
-
-    ``eps = reg * scale``; ``scale`` (B,) is computed from this cost by
-    ``normalize`` unless given. Returns ``(value, scale)``.
-    """
-    import ot.batch
-
-    C = _dist_pow(_pairwise_sq_dists(x, y), p)
-    Cd = C.detach()
-    if scale is not None:
-        pass
-    elif normalize == "median":
+def _cost_scale(cost, a, b, normalize):
+    """Per-sample scale of the detached cost that ``reg`` is relative to."""
+    cost = cost.detach()
+    if normalize == "median":
         support = (a.unsqueeze(2) > 0) & (b.unsqueeze(1) > 0)
-        masked = torch.where(support, Cd, torch.full_like(Cd, float("nan")))
+        masked = torch.where(support, cost, torch.full_like(cost, float("nan")))
         scale = torch.nanmedian(masked.flatten(1), dim=1).values
     elif normalize == "max":
-        scale = Cd.flatten(1).amax(dim=1)
+        scale = cost.flatten(1).amax(dim=1)
     else:
-        scale = torch.ones(C.shape[0], dtype=C.dtype, device=C.device)
+        scale = torch.ones(cost.shape[0], dtype=cost.dtype, device=cost.device)
     # identical clouds have an all-zero cost: any positive scale then works
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    Cn = Cd / scale[:, None, None]
-    res = ot.batch.solve_batch(
-        Cn, reg=reg, a=a, b=b, method="log_sinkhorn", max_iter=max_iter, tol=tol, grad="detach"
-    )
-    plan = res.plan.detach()
-    ab = a.unsqueeze(2) * b.unsqueeze(1)
-    pos = plan > 0
-    kl_terms = torch.where(
-        pos, plan * (torch.log(torch.where(pos, plan, 1.0)) - torch.log(torch.where(pos, ab, 1.0))), 0.0
-    )
-    kl = kl_terms.sum(dim=(1, 2))
-    # d/dC of min_T <T, C> + eps KL is the optimal plan T (envelope theorem)
-    return (plan * C).sum(dim=(1, 2)) + reg * scale * kl, scale
+    return torch.where(scale > 0, scale, torch.ones_like(scale))
+
+
+def _entropic_value(x, a, y, b, p, eps, max_iter, tol):
+    cost = distance_power(x, y, p)
+    plan, _ = sinkhorn_plan(cost, a, b, eps, max_iter=max_iter, tol=tol)
+    return entropic_transport_value(cost, plan, a, b, eps)
 
 
 def sinkhorn_loss(
@@ -413,7 +259,7 @@ def sinkhorn_loss(
         Entropic regularisation, relative to the cost scale chosen by
         ``normalize`` (``eps = reg * scale``).
     p : float, default=2
-        Exponent of the ground cost, in ``[1, 2]``.
+        Exponent of the ground cost, ``p >= 1``.
     debias : bool, default=True
         Subtract the self-transport terms (Sinkhorn divergence).
     normalize : {"median", "max"} or None, default="median"
@@ -442,21 +288,25 @@ def sinkhorn_loss(
     >>> round(float(sinkhorn_loss(x, x + 2.0, debias=False)), 3)  # entropic bias
     4.137
     """
-    reg = check_positive(reg, "reg")
-    p = _check_power(p, "p", 1.0, 2.0, low_inclusive=True)
-    if normalize not in ("median", "max", None):
-        raise ValueError(f"normalize must be 'median', 'max' or None, got {normalize!r}.")
+    reg = check_reg(reg)
+    p = check_order(p)
+    _check_normalize(normalize)
     max_iter = check_positive(max_iter, "max_iter", integer=True)
     tol = check_positive(tol, "tol")
-    _check_reduction(reduction)
-    x, y, a, b = _prepare(x, y, x_weights, y_weights)
-    kw = dict(reg=reg, p=p, normalize=normalize, max_iter=max_iter, tol=tol)
-    value, scale = _entropic_ot(x, y, a, b, **kw)
+    check_reduction(reduction)
+    x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
+    eps = reg * _cost_scale(distance_power(x, y, p), a, b, normalize)
+    value = _entropic_value(x, a, y, b, p, eps, max_iter, tol)
     if debias:  # the three terms must share eps, hence the scale of the x-y cost
-        value_xx, _ = _entropic_ot(x, x, a, a, scale=scale, **kw)
-        value_yy, _ = _entropic_ot(y, y, b, b, scale=scale, **kw)
-        value = value - 0.5 * (value_xx + value_yy)
-    return _reduce(value, reduction)
+        value = value - 0.5 * (_entropic_value(x, a, x, a, p, eps, max_iter, tol)
+                               + _entropic_value(y, b, y, b, p, eps, max_iter, tol))
+    return reduce(value, reduction)
+
+
+def _check_normalize(normalize):
+    if normalize not in ("median", "max", None):
+        raise ValueError(f"normalize must be 'median', 'max' or None, got {normalize!r}.")
+    return normalize
 
 
 def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
@@ -496,16 +346,14 @@ def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
     >>> round(float(mse_loss(torch.zeros(1, 3, 2), torch.ones(1, 3, 2))), 6)
     1.0
     """
-    _check_reduction(reduction)
-    x = _as_cloud(x, "x")
-    y = _as_cloud(y, "y", like=x)
+    check_reduction(reduction)
+    x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     if x.shape[1] != y.shape[1]:
         raise ValueError(
             f"mse loss needs paired targets with the same number of points; got "
             f"{x.shape[1]} and {y.shape[1]} points per cloud. Use loss='energy', "
             "'sliced' or 'sinkhorn', which compare measures of any size."
         )
-    x, y, a, b = _prepare(x, y, x_weights, y_weights)
     w = a * b
     if bool(torch.any(w.sum(dim=1) <= 0)):
         raise ValueError(
@@ -514,7 +362,7 @@ def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
         )
     w = w / w.sum(dim=1, keepdim=True)
     per_point = (x - y).square().mean(-1)
-    return _reduce((w * per_point).sum(-1), reduction)
+    return reduce((w * per_point).sum(-1), reduction)
 
 
 # --------------------------------------------------------------------------- #
@@ -529,12 +377,14 @@ LOSSES = {
 """Built-in losses by name: ``"energy"``, ``"sliced"``, ``"sinkhorn"``, ``"mse"``."""
 
 _PARAM_CHECKS = {
-    "beta": lambda v: _check_power(v, "beta", 0.0, 2.0, low_inclusive=False),
-    "n_projections": lambda v: check_positive(v, "n_projections", integer=True),
-    "reg": lambda v: check_positive(v, "reg"),
+    "beta": check_beta,
+    "p": check_order,
+    "n_projections": check_n_projections,
+    "reg": check_reg,
+    "normalize": _check_normalize,
     "max_iter": lambda v: check_positive(v, "max_iter", integer=True),
     "tol": lambda v: check_positive(v, "tol"),
-    "reduction": _check_reduction,
+    "reduction": check_reduction,
 }
 
 
@@ -590,27 +440,7 @@ def get_loss(name, **params):
     for key, value in params.items():
         if key in _PARAM_CHECKS:
             _PARAM_CHECKS[key](value)
-    if "p" in params:
-        high = 2.0 if name == "sinkhorn" else float("inf")
-        _check_power(params["p"], "p", 1.0, high, low_inclusive=True)
     return functools.partial(fn, **params) if params else fn
-
-
-def _split_points_weights(value, name):
-    """Accept a tensor, a (points, weights) pair or a {"points", "weights"} dict."""
-    if isinstance(value, dict):
-        keys = set(value)
-        points_key = next((k for k in ("points", "y", "X") if k in value), None)
-        if points_key is None or not keys <= {points_key, "weights"}:
-            raise ValueError(
-                f"{name} as a dict must have keys 'points' and optionally 'weights', got {sorted(keys)}."
-            )
-        return value[points_key], value.get("weights")
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise ValueError(f"{name} as a tuple must be (points, weights), got {len(value)} items.")
-        return value[0], value[1]
-    return value, None
 
 
 class MeasureLoss(nn.Module):
@@ -656,8 +486,8 @@ class MeasureLoss(nn.Module):
 
     def forward(self, y_pred, y_true, pred_weights=None, true_weights=None):
         """Return the loss between ``y_pred`` and ``y_true`` (see class Notes)."""
-        y_pred, w_pred = _split_points_weights(y_pred, "y_pred")
-        y_true, w_true = _split_points_weights(y_true, "y_true")
+        y_pred, w_pred = split_points_weights(y_pred, "y_pred")
+        y_true, w_true = split_points_weights(y_true, "y_true")
         if w_pred is not None and pred_weights is not None:
             raise ValueError("pred_weights were given both inside y_pred and as an argument; give them once.")
         if w_true is not None and true_weights is not None:

@@ -15,6 +15,7 @@ from sklearn_measattn.losses import (
     sinkhorn_loss,
     sliced_wasserstein_loss,
 )
+from sklearn_measattn.metrics import energy_distance, wasserstein_distance
 
 
 def _t(a):
@@ -39,7 +40,7 @@ def clouds():
 
 
 # --------------------------------------------------------------------------- energy
-@pytest.mark.parametrize("beta", [1.0, 0.5, 1.5, 2.0])
+@pytest.mark.parametrize("beta", [1.0, 0.5, 1.5, 1.99])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_energy_matches_numpy(clouds, beta, weighted):
     x, y, xw, yw = clouds
@@ -242,10 +243,11 @@ def test_input_validation(loss):
     [
         ("energy", {"beta": 0.0}, ValueError, "beta"),
         ("energy", {"beta": 2.5}, ValueError, "beta"),
+        ("energy", {"beta": 2.0}, ValueError, r"open interval \(0, 2\)"),  # a difference of means only
         ("sliced", {"n_projections": 0}, ValueError, "n_projections"),
         ("sliced", {"p": 0.5}, ValueError, "p must"),
         ("sinkhorn", {"reg": -1.0}, ValueError, "reg"),
-        ("sinkhorn", {"p": 3}, ValueError, "p must"),
+        ("sinkhorn", {"p": 0.5}, ValueError, "p must be >= 1"),
         ("energy", {"n_projections": 3}, TypeError, "unexpected parameter"),
     ],
 )
@@ -345,3 +347,146 @@ def test_gradient_descent_moves_cloud_toward_target():
     final = energy_loss(x, target).item()
     assert final < 0.5 * first
     assert torch.allclose(x.detach().mean(1), target.mean(1), atol=0.5)
+
+
+# --------------------------------------------------------------------------- agreement with the metrics
+def _ragged_and_padded(rng, lengths, n_features=2, shift=0.0, pad_value=123.0):
+    """Ragged clouds, and the same clouds padded (far away) with zero weights."""
+    ragged = [rng.standard_t(3, size=(n, n_features)) + shift for n in lengths]
+    padded = np.full((len(lengths), max(lengths), n_features), pad_value)
+    weights = np.zeros(padded.shape[:2])
+    for i, cloud in enumerate(ragged):
+        padded[i, : len(cloud)], weights[i, : len(cloud)] = cloud, 1.0
+    return ragged, padded, weights
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.0, 1.5])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_energy_loss_equals_energy_distance(clouds, beta, weighted):
+    x, y, xw, yw = clouds
+    if not weighted:
+        xw = yw = None
+    loss = energy_loss(_t(x), _t(y), None if xw is None else _t(xw), None if yw is None else _t(yw),
+                       beta=beta, reduction="none")
+    metric = energy_distance(y, x, weights_true=yw, weights_pred=xw, beta=beta, multioutput="raw_values")
+    assert np.all(metric > 0)
+    assert_allclose(loss.numpy(), metric, rtol=1e-12)
+
+
+def test_energy_loss_on_padded_equals_metric_on_ragged():
+    rng = np.random.default_rng(11)
+    pred, pred_padded, pred_w = _ragged_and_padded(rng, [4, 9, 6])
+    true, true_padded, true_w = _ragged_and_padded(rng, [7, 3, 8], shift=1.0)
+    loss = energy_loss(_t(pred_padded), _t(true_padded), _t(pred_w), _t(true_w), beta=1.3, reduction="none")
+    assert_allclose(loss.numpy(), energy_distance(true, pred, beta=1.3, multioutput="raw_values"), rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_sliced_loss_is_pth_power_of_sliced_metric_in_1d(p):
+    """In 1-D every direction is +-1, so both are exact and must agree to rounding."""
+    rng = np.random.default_rng(12)
+    pred, pred_padded, pred_w = _ragged_and_padded(rng, [5, 11, 8], n_features=1)
+    true, true_padded, true_w = _ragged_and_padded(rng, [9, 4, 8], n_features=1, shift=0.5)
+    metric = wasserstein_distance(true, pred, p=p, method="sliced", n_projections=3, random_state=0,
+                                  multioutput="raw_values")
+    padded = sliced_wasserstein_loss(_t(pred_padded), _t(true_padded), _t(pred_w), _t(true_w), p=p,
+                                     n_projections=3, generator=0, reduction="none")
+    assert_allclose(padded.numpy() ** (1 / p), metric, rtol=1e-10)
+    # the uniform, equal-size sample takes the sorting path on both sides
+    uniform = sliced_wasserstein_loss(_t(np.array(pred[2])[None]), _t(np.array(true[2])[None]), p=p,
+                                      n_projections=3, generator=0)
+    assert_allclose(float(uniform) ** (1 / p), metric[2], rtol=1e-10)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_sliced_loss_and_metric_estimate_the_same_distance(clouds, p):
+    x, y, xw, yw = clouds
+    loss = sliced_wasserstein_loss(_t(x), _t(y), _t(xw), _t(yw), p=p, n_projections=4000, generator=0,
+                                   reduction="none")
+    metric = wasserstein_distance(y, x, weights_true=yw, weights_pred=xw, p=p, method="sliced",
+                                  n_projections=4000, random_state=0, multioutput="raw_values")
+    assert_allclose(loss.numpy() ** (1 / p), metric, rtol=0.03)
+
+
+@pytest.mark.parametrize("uniform", [False, True])
+def test_shared_sliced_core_gives_the_same_value_on_both_backends(uniform):
+    from sklearn_measattn._ot import sliced_wasserstein_batch
+
+    rng = np.random.default_rng(13)
+    x, y = rng.normal(size=(3, 6, 2)), rng.normal(size=(3, 6, 2)) + 1.0
+    a = np.full((3, 6), 1 / 6) if uniform else rng.dirichlet(np.ones(6), size=3)
+    b = np.full((3, 6), 1 / 6) if uniform else rng.dirichlet(np.ones(6), size=3)
+    theta = rng.normal(size=(2, 7))
+    theta /= np.linalg.norm(theta, axis=0)
+    for root in (False, True):
+        on_numpy = sliced_wasserstein_batch(x, a, y, b, theta, 2.5, root=root)
+        on_torch = sliced_wasserstein_batch(_t(x), _t(a), _t(y), _t(b), _t(theta), 2.5, root=root)
+        assert isinstance(on_numpy, np.ndarray) and torch.is_tensor(on_torch)
+        assert_allclose(on_torch.numpy(), on_numpy, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sinkhorn_loss_and_metric_share_the_entropic_plan(clouds, p, weighted):
+    """Without debiasing and with an absolute reg the loss is <P, C> + reg KL(P | a b^T)
+    for the metric's plan P, whose cost <P, C> the metric returns (as its p-th root);
+    0 <= KL <= log(min(N, M))."""
+    x, y, xw, yw = clouds
+    if not weighted:
+        xw = yw = None
+    reg = 0.05
+    loss = sinkhorn_loss(_t(x), _t(y), None if xw is None else _t(xw), None if yw is None else _t(yw), p=p,
+                         reg=reg, normalize=None, debias=False, max_iter=5000, tol=1e-9, reduction="none")
+    metric = wasserstein_distance(y, x, weights_true=yw, weights_pred=xw, p=p, method="sinkhorn", reg=reg,
+                                  multioutput="raw_values")
+    entropic_term = loss.numpy() - metric**p
+    assert np.all(entropic_term >= -1e-9)
+    assert np.all(entropic_term <= reg * np.log(min(x.shape[1], y.shape[1])) + 1e-9)
+
+
+def test_sinkhorn_loss_on_padded_matches_metric_on_ragged():
+    rng = np.random.default_rng(14)
+    pred, pred_padded, pred_w = _ragged_and_padded(rng, [5, 8, 6])
+    true, true_padded, true_w = _ragged_and_padded(rng, [7, 4, 8], shift=1.0)
+    reg = 2.0  # absolute, for costs |x - y|^2 up to ~300
+    loss = sinkhorn_loss(_t(pred_padded), _t(true_padded), _t(pred_w), _t(true_w), reg=reg, normalize=None,
+                         debias=False, max_iter=5000, tol=1e-9, reduction="none")
+    metric = wasserstein_distance(true, pred, p=2, method="sinkhorn", reg=reg, multioutput="raw_values")
+    entropic_term = loss.numpy() - metric**2
+    assert np.all(entropic_term >= -1e-9) and np.all(entropic_term <= reg * np.log(8))
+    exact = wasserstein_distance(true, pred, p=2, multioutput="raw_values")
+    assert np.all(metric > exact)  # the entropic plan is not optimal for the cost
+    assert_allclose(metric, exact, rtol=0.1)
+
+
+@pytest.mark.parametrize(
+    "name, value, loss_call, metric_call",
+    [
+        ("beta", 2.0, lambda v: energy_loss(torch.zeros(1, 2, 1), torch.ones(1, 2, 1), beta=v),
+         lambda v: energy_distance(np.zeros((1, 2, 1)), np.ones((1, 2, 1)), beta=v)),
+        ("beta", 0.0, lambda v: get_loss("energy", beta=v), lambda v: energy_distance(np.zeros((1, 2, 1)),
+                                                                                      np.ones((1, 2, 1)), beta=v)),
+        ("p", 0.5, lambda v: get_loss("sliced", p=v), lambda v: wasserstein_distance(
+            np.zeros((1, 2, 1)), np.ones((1, 2, 1)), p=v, method="sliced")),
+        ("p", 0.5, lambda v: get_loss("sinkhorn", p=v), lambda v: wasserstein_distance(
+            np.zeros((1, 2, 1)), np.ones((1, 2, 1)), p=v, method="sinkhorn")),
+        ("n_projections", 0, lambda v: get_loss("sliced", n_projections=v), lambda v: wasserstein_distance(
+            np.zeros((1, 2, 1)), np.ones((1, 2, 1)), n_projections=v, method="sliced")),
+        ("reg", -1.0, lambda v: get_loss("sinkhorn", reg=v), lambda v: wasserstein_distance(
+            np.zeros((1, 2, 1)), np.ones((1, 2, 1)), reg=v, method="sinkhorn")),
+    ],
+)
+def test_loss_and_metric_share_each_parameter_range(name, value, loss_call, metric_call):
+    with pytest.raises(ValueError) as from_loss:
+        loss_call(value)
+    with pytest.raises(ValueError) as from_metric:
+        metric_call(value)
+    assert str(from_loss.value) == str(from_metric.value)
+    assert name in str(from_loss.value)
+
+
+def test_sinkhorn_loss_accepts_every_order_the_metric_accepts():
+    x = torch.tensor([[[0.0], [1.0]]], dtype=torch.float64)
+    value = sinkhorn_loss(x, x + 2.0, p=3, reg=1e-3, normalize=None, debias=False, max_iter=5000)
+    expected = wasserstein_distance(np.array([[[0.0], [1.0]]]), np.array([[[2.0], [3.0]]]), p=3) ** 3
+    assert_allclose(float(value), expected, rtol=1e-3)

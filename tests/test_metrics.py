@@ -375,13 +375,13 @@ def test_attention_ess_max_queries_subsamples_queries():
 
 def test_energy_distance_blocks_match_one_block(monkeypatch):
     """Row-blocked accumulation (O(n) memory) gives the value of the full matrices."""
-    import sklearn_measattn.metrics._distances as metrics_module
+    import sklearn_measattn._ot as shared_cores
 
     rng = np.random.default_rng(5)
     y_true, y_pred = rng.normal(size=(2, 300, 2)), rng.standard_t(2.0, size=(2, 250, 2))
     weights = rng.uniform(0.1, 1.0, size=(2, 300))
     full = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
-    monkeypatch.setattr(metrics_module, "_ENERGY_BLOCK_ELEMENTS", 1000)
+    monkeypatch.setattr(shared_cores, "ENERGY_BLOCK_ELEMENTS", 1000)
     blocked = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
     np.testing.assert_allclose(blocked, full, rtol=1e-12)
     assert full.min() > 0

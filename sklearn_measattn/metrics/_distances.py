@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 import ot
@@ -11,9 +12,17 @@ from joblib import Parallel, delayed
 from scipy.spatial.distance import cdist
 from sklearn.utils import check_random_state
 
-from .._validation import (
-    check_positive,
+from .._ot import (
+    check_beta,
+    check_n_projections,
+    check_order,
+    check_reg,
+    distance_power,
+    energy_distance_batch,
+    sinkhorn_plan,
+    sliced_wasserstein_batch,
 )
+from .._validation import check_positive
 from ._base import (
     _aggregate,
     _binary_scale,
@@ -33,26 +42,14 @@ def _wasserstein_one(x, a, y, b, p, method, reg, projections):
     scale = _binary_scale(x, y)
     x, y = x / scale, y / scale
     if method == "sliced":
-        if len(x) == len(y) and np.ptp(a) == 0 and np.ptp(b) == 0:
-            # Equal-size uniform clouds: the 1-D optimal plan pairs sorted
-            # projections, ~6x faster than POT's general quantile routine.
-            gaps = np.abs(np.sort(x @ projections, axis=0) - np.sort(y @ projections, axis=0))
-            largest = float(gaps.max())
-            if largest == 0.0:
-                return 0.0
-            # relative to the largest gap, so that a large p neither over- nor underflows
-            return float(scale * largest * np.mean((gaps / largest) ** p) ** (1.0 / p))
-        value = ot.sliced_wasserstein_distance(x, y, a, b, p=p, projections=projections)
-        return float(scale * value)
-    # scipy's cdist, not ot.dist: ot.dist expands |x|^2 + |y|^2 - 2<x, y>, which
-    # leaves ~1e-8 on the diagonal of identical clouds instead of 0.
-    distances = cdist(x, y, "euclidean")
-    largest = _binary_scale(distances)
+        return float(scale * sliced_wasserstein_batch(x[None], a[None], y[None], b[None], projections, p, root=True)[0])
+    distances = distance_power(x[None], y[None], 1)[0]
     if float(distances.max()) == 0.0:
         return 0.0
     # Costs relative to the largest distance (a power of two): for large p the
     # raw |x - y|^p would overflow.
-    M = cdist(x / largest, y / largest, "sqeuclidean") if p == 2 else (distances / largest) ** p
+    largest = _binary_scale(distances)
+    M = distance_power(x[None] / largest, y[None] / largest, p)[0]
     if method == "exact":
         plan = ot.emd(a, b, M, numItermax=max(100000, 50 * x.shape[0] * y.shape[0]))
         cost = float(np.sum(plan * M))
@@ -62,23 +59,40 @@ def _wasserstein_one(x, a, y, b, p, method, reg, projections):
                 f"(|x - y| / max|x - y|)^p are all below 1e-308. Use a smaller p."
             )
     else:
-        reg_scaled = reg / (scale * largest) ** p
-        if not (np.isfinite(reg_scaled) and reg_scaled > 0):
-            raise ValueError(
-                f"reg={reg!r} cannot be expressed at the scale of these measures (costs up to "
-                f"{scale * largest:.3g}^{p:g}); reg is absolute, in units of |x - y|^p. Use "
-                "method='exact' or 'sliced', which work at every scale."
-            )
-        cost = ot.sinkhorn2(
-            a, b, M, reg_scaled, method="sinkhorn_stabilized", numItermax=5000, stopThr=1e-9, warn=True
-        )
-        if not np.isfinite(float(cost)):
-            raise ValueError(
-                f"Sinkhorn returned a non-finite cost ({float(cost)}) for ground costs up to "
-                f"{scale * largest:.3g}^{p:g} with reg={reg!r}; reg is absolute, in units of |x - y|^p. "
-                "Raise reg to the scale of the costs, or use method='exact'."
-            )
+        cost = _sinkhorn_cost(a, b, M, reg, scale * largest, p)
     return float(scale * largest * max(float(cost), 0.0) ** (1.0 / p))
+
+
+_SINKHORN_MAX_ITER, _SINKHORN_TOL = 5000, 1e-9
+
+
+def _sinkhorn_cost(a, b, M, reg, unit, p):
+    """``<P_reg, M>`` for the entropic plan of the costs ``M`` measured in ``unit**p``."""
+    reg_scaled = reg / unit**p
+    if not (np.isfinite(reg_scaled) and reg_scaled > 0):
+        raise ValueError(
+            f"reg={reg!r} cannot be expressed at the scale of these measures (costs up to "
+            f"{unit:.3g}^{p:g}); reg is absolute, in units of |x - y|^p. Use "
+            "method='exact' or 'sliced', which work at every scale."
+        )
+    plan, violation = sinkhorn_plan(
+        M[None], a[None], b[None], np.array([reg_scaled]), max_iter=_SINKHORN_MAX_ITER, tol=_SINKHORN_TOL
+    )
+    cost = float(np.sum(plan * M))
+    if not np.isfinite(cost):
+        raise ValueError(
+            f"Sinkhorn returned a non-finite cost ({cost}) for ground costs up to "
+            f"{unit:.3g}^{p:g} with reg={reg!r}; reg is absolute, in units of |x - y|^p. "
+            "Raise reg to the scale of the costs, or use method='exact'."
+        )
+    if float(violation[0]) > _SINKHORN_TOL:
+        warnings.warn(
+            f"Sinkhorn did not converge in {_SINKHORN_MAX_ITER} iterations (marginals off by "
+            f"{float(violation[0]):.2g}); raise reg (absolute, in units of |x - y|^p) or use method='exact'.",
+            UserWarning,
+            stacklevel=4,
+        )
+    return cost
 
 
 def wasserstein_distance(
@@ -106,17 +120,22 @@ def wasserstein_distance(
       ``M = |x - y| ** p`` (Euclidean distances from ``scipy.spatial.distance.cdist``,
       exact 0 between equal points), so ``W_2`` is the square root of ``emd2``
       with squared-Euclidean cost. Cost ``O(n^3)`` per sample.
-    - ``method="sliced"``: ``ot.sliced_wasserstein_distance``, i.e.
+    - ``method="sliced"``: the sliced Wasserstein distance
       ``(E_theta W_p^p(theta#mu, theta#nu))^(1/p)`` over ``n_projections``
-      random unit directions. It is a different distance, not an estimate of
+      random unit directions, each 1-D distance exact (POT's
+      ``ot.wasserstein_1d``). It is a different distance, not an estimate of
       ``W_p``: it is ``<= W_p`` and, e.g. for a translation by ``t`` in
       ``d = 2``, ``SW_1 = (2/pi)|t|`` and ``SW_2 = |t| / sqrt(2)``. In 1-D it
-      equals ``W_p`` exactly.
-    - ``method="sinkhorn"``: entropic OT (``ot.sinkhorn2``, log-stabilised), returning
+      equals ``W_p`` exactly. The training loss
+      :func:`~sklearn_measattn.losses.sliced_wasserstein_loss` computes its
+      ``p``-th power with the same code.
+    - ``method="sinkhorn"``: entropic OT (POT's batched log-domain Sinkhorn,
+      ``ot.batch.solve_batch``, the solver of
+      :func:`~sklearn_measattn.losses.sinkhorn_loss`), returning
       ``<P_reg, M>^(1/p)`` for the entropic plan ``P_reg``. This is an
       approximation biased *upwards* (``P_reg`` is not optimal for ``M``); the
       bias grows with ``reg``, which is absolute, in units of the cost
-      ``|x - y|^p`` -- scale it to your data. POT warns (``UserWarning``) when
+      ``|x - y|^p`` -- scale it to your data. A ``UserWarning`` says when
       Sinkhorn does not converge in 5000 iterations; raise ``reg`` then.
 
     Parameters
@@ -172,16 +191,14 @@ def wasserstein_distance(
     >>> wasserstein_distance(y_true, y_true + [3.0, 4.0], p=2, multioutput="raw_values")
     array([5.])
     """
-    p = check_positive(p, "p")
-    if p < 1:
-        raise ValueError(f"p must be >= 1 (W_p is not a metric below 1), got p={p!r}.")
+    p = check_order(p)
     if not isinstance(method, str) or method not in _WASSERSTEIN_METHODS:
         raise ValueError(
             f"Unknown method {method!r}; valid methods are "
             f"{', '.join(repr(m) for m in _WASSERSTEIN_METHODS)}."
         )
-    n_projections = check_positive(n_projections, "n_projections", integer=True)
-    reg = check_positive(reg, "reg")
+    n_projections = check_n_projections(n_projections)
+    reg = check_reg(reg)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(
             f"n_jobs must be None, a positive number of workers or a negative one (-1: all cores, "
@@ -212,18 +229,6 @@ def wasserstein_distance(
 # --------------------------------------------------------------------------- #
 # energy distance and MMD
 # --------------------------------------------------------------------------- #
-def _check_beta(beta):
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
-        raise TypeError(f"beta must be a real number in (0, 2), got {beta!r}.")
-    beta = float(beta)
-    if not (0.0 < beta < 2.0):
-        raise ValueError(
-            f"beta must lie in the open interval (0, 2), got {beta!r}; only there is "
-            "the energy distance a metric between measures (beta=1 is the usual choice)."
-        )
-    return beta
-
-
 def energy_distance(
     y_true,
     y_pred,
@@ -291,7 +296,7 @@ def energy_distance(
     >>> energy_distance(y_true, y_true + 2.0)  # 2*2 - 0.5 - 0.5
     3.0
     """
-    beta = _check_beta(beta)
+    beta = check_beta(beta)
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
@@ -302,28 +307,9 @@ def energy_distance(
         # E is homogeneous of degree beta: computed at unit scale, scaled back.
         scale = _binary_scale(x, y)
         x, y = x / scale, y / scale
-        cross = _weighted_distance_moment(x, a, y, b, beta)
-        unit = max(2.0 * cross - _weighted_distance_moment(x, a, x, a, beta)
-                   - _weighted_distance_moment(y, b, y, b, beta), 0.0)
+        unit = max(float(energy_distance_batch(x[None], a[None], y[None], b[None], beta)[0]), 0.0)
         values[i] = _times_power(unit, scale, beta, "energy distance")
     return _aggregate(values, sw, multioutput)
-
-
-# Rows of the distance matrix computed at a time: 2**22 / n float64 values keep a
-# block near 32 MiB, so energy distance of large ensembles needs O(n) memory.
-_ENERGY_BLOCK_ELEMENTS = 2**22
-
-
-def _weighted_distance_moment(x, a, y, b, beta):
-    """``sum_ij a_i b_j |x_i - y_j|^beta``, in row blocks of the distance matrix."""
-    block = max(1, _ENERGY_BLOCK_ELEMENTS // max(1, len(y)))
-    total = 0.0
-    for start in range(0, len(x), block):
-        distances = cdist(x[start : start + block], y)
-        if beta != 1.0:
-            np.power(distances, beta, out=distances)
-        total += a[start : start + block] @ distances @ b
-    return total
 
 
 def _median_bandwidth(z, c):

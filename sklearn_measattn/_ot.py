@@ -1,0 +1,239 @@
+"""Distances between weighted point clouds, written once for numpy and torch.
+
+Every function here takes a batch of clouds ``x`` of shape ``(B, N, d)`` and
+``y`` of shape ``(B, M, d)`` with weights ``a`` ``(B, N)`` and ``b`` ``(B, M)``
+whose rows sum to one (zero = the point is absent), as numpy arrays or torch
+tensors alike (POT's backends, ``ot.backend.get_backend``), and returns one
+value per sample. The numpy metrics of :mod:`sklearn_measattn.metrics` call them
+on one measure at a time, brought to unit scale first; the torch losses of
+:mod:`sklearn_measattn.losses` call them on a training batch, through autograd.
+
+The parameter checks shared by both sides live here as well, so that each
+parameter has one range and one message.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import ot
+import ot.batch
+from ot.backend import get_backend
+from scipy.spatial.distance import cdist
+
+from ._validation import check_positive
+
+# --------------------------------------------------------------------------- #
+# parameters
+# --------------------------------------------------------------------------- #
+
+
+def check_beta(beta):
+    """Exponent of the energy distance: a real number in the open interval (0, 2).
+
+    Only there is ``E|X - Y|^beta`` the kernel of a metric between measures;
+    at ``beta = 2`` the energy distance degenerates to ``2 |E X - E Y|^2``,
+    which only compares means.
+    """
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"beta must be a real number in (0, 2), got {beta!r}.")
+    beta = float(beta)
+    if not (0.0 < beta < 2.0):
+        raise ValueError(
+            f"beta must lie in the open interval (0, 2), got {beta!r}; only there is "
+            "the energy distance a metric between measures (beta=1 is the usual choice)."
+        )
+    return beta
+
+
+def check_order(p):
+    """Order ``p >= 1`` of a Wasserstein distance (exact, sliced or entropic)."""
+    p = check_positive(p, "p")
+    if p < 1:
+        raise ValueError(f"p must be >= 1 (W_p is not a metric below 1), got p={p!r}.")
+    return p
+
+
+def check_n_projections(n_projections):
+    """Number of random directions of the sliced distance, a positive integer."""
+    return check_positive(n_projections, "n_projections", integer=True)
+
+
+def check_reg(reg):
+    """Entropic regularisation, a positive real number."""
+    return check_positive(reg, "reg")
+
+
+# --------------------------------------------------------------------------- #
+# ground distances
+# --------------------------------------------------------------------------- #
+def distance_power(x, y, power):
+    """``|x_i - y_j| ** power`` per sample, shape ``(B, N, M)``.
+
+    Equal points are at distance exactly 0 (no ``|x|^2 + |y|^2 - 2<x, y>``
+    cancellation for clouds of few features), so identical clouds have
+    distance 0. numpy goes through scipy's ``cdist``; torch through
+    broadcasting, with a zero (not NaN) gradient at coincident points.
+    """
+    if isinstance(x, np.ndarray):
+        metric = "sqeuclidean" if power == 2 else "euclidean"
+        distances = np.stack([cdist(u, v, metric) for u, v in zip(x, y)])
+        if power not in (1, 2):
+            np.power(distances, power, out=distances)
+        return distances
+    return _torch_distance_power(x, y, power)
+
+
+def _torch_distance_power(x, y, power):
+    import torch
+
+    if x.shape[-1] <= 16:
+        sq = (x.unsqueeze(2) - y.unsqueeze(1)).square().sum(-1)
+    else:  # |x|^2 + |y|^2 - 2<x, y>: O(B N M) memory instead of O(B N M d)
+        sq = x.square().sum(-1).unsqueeze(2) + y.square().sum(-1).unsqueeze(1) - 2.0 * x @ y.transpose(1, 2)
+        sq = sq.clamp_min(0.0)
+    if power == 2:
+        return sq
+    # sqrt has an infinite derivative at 0, which autograd turns into NaN on the
+    # diagonal of |X - X'|: mask exact zeros inside the power, so both branches of
+    # torch.where have finite gradients. NaN and inf distances (overflowed
+    # predictions) are not masked: they must reach the loss.
+    zero = sq == 0
+    safe = torch.where(zero, torch.ones_like(sq), sq)
+    return torch.where(zero, torch.zeros_like(sq), safe.pow(power / 2.0))
+
+
+def _bilinear(a, matrix, b):
+    """``sum_ij a_i matrix_ij b_j`` per sample (batched matrix products)."""
+    return (a[:, None, :] @ (matrix @ b[:, :, None]))[:, 0, 0]
+
+
+# --------------------------------------------------------------------------- #
+# energy distance
+# --------------------------------------------------------------------------- #
+# Distances held at a time: 2**22 float64 values keep a block near 32 MiB, so
+# the energy distance of large clouds needs O(N + M) memory, not O(N M).
+ENERGY_BLOCK_ELEMENTS = 2**22
+
+
+def energy_distance_batch(x, a, y, b, beta):
+    """``2 E|X - Y|^beta - E|X - X'|^beta - E|Y - Y'|^beta`` per sample.
+
+    The expectations are taken exactly under the weighted empirical measures
+    (a V-statistic: the pairs ``X = X'`` included), so the value depends on the
+    measures only. Not clipped at 0: rounding can leave ``~ -1e-16`` relative.
+    """
+    return (
+        2.0 * _distance_moment(x, a, y, b, beta)
+        - _distance_moment(x, a, x, a, beta)
+        - _distance_moment(y, b, y, b, beta)
+    )
+
+
+def _distance_moment(x, a, y, b, beta):
+    """``sum_ij a_i b_j |x_i - y_j|^beta`` per sample, in row blocks of the distances."""
+    rows = max(1, ENERGY_BLOCK_ELEMENTS // max(1, y.shape[0] * y.shape[1]))
+    total = 0.0
+    for start in range(0, x.shape[1], rows):
+        block = distance_power(x[:, start : start + rows], y, beta)
+        total = total + _bilinear(a[:, start : start + rows], block, b)
+    return total
+
+
+# --------------------------------------------------------------------------- #
+# sliced Wasserstein
+# --------------------------------------------------------------------------- #
+def sliced_wasserstein_batch(x, a, y, b, projections, p, *, root=False):
+    r"""Sliced Wasserstein ``SW_p^p`` (or ``SW_p`` with ``root``) per sample.
+
+    ``SW_p^p = (1/L) sum_l W_p^p(theta_l # mu, theta_l # nu)`` over the
+    ``L`` unit directions, the columns of ``projections`` ``(d, L)``. Each 1-D
+    distance is exact: POT's ``ot.wasserstein_1d`` (weighted quantile
+    functions), or sorted projections paired in order when both clouds are
+    uniform with ``N == M`` (the same value, several times faster). On that
+    path ``root=True`` computes relative to the largest gap, so that no power
+    of a gap overflows or underflows however large ``p`` is.
+    """
+    nx = get_backend(x, y)
+    x_proj, y_proj = x @ projections, y @ projections  # (B, N, L), (B, M, L)
+    if x.shape[1] == y.shape[1] and _is_uniform(a) and _is_uniform(b):
+        gaps = nx.abs(nx.sort(x_proj, axis=1) - nx.sort(y_proj, axis=1))
+        if not root:
+            return nx.mean(nx.reshape(gaps**p, (gaps.shape[0], -1)), axis=1)
+        largest = nx.max(nx.reshape(nx.detach(gaps), (gaps.shape[0], -1)), axis=1)
+        positive = largest > 0
+        unit = nx.where(positive, largest, nx.ones(largest.shape, type_as=largest))
+        relative = nx.mean(nx.reshape((gaps / unit[:, None, None]) ** p, (gaps.shape[0], -1)), axis=1)
+        return nx.where(positive, unit * relative ** (1.0 / p), nx.zeros(largest.shape, type_as=largest))
+    # POT's 1-D solver batches over one trailing axis: lay (sample, direction) pairs along it
+    n_samples, n_directions = x.shape[0], projections.shape[1]
+
+    def columns(values, weights):
+        n = values.shape[1]
+        values = nx.reshape(nx.transpose(values, (1, 0, 2)), (n, n_samples * n_directions))
+        weights = nx.reshape(nx.repeat(nx.transpose(weights)[:, :, None], n_directions, axis=2), values.shape)
+        return values, weights
+
+    (u, u_weights), (v, v_weights) = columns(_park_absent(x_proj, a, nx), a), columns(_park_absent(y_proj, b, nx), b)
+    per_direction = ot.wasserstein_1d(u, v, u_weights, v_weights, p=p)
+    value = nx.mean(nx.reshape(per_direction, (n_samples, n_directions)), axis=1)
+    return value ** (1.0 / p) if root else value
+
+
+def _park_absent(values, weights, nx):
+    """Move zero-weight points onto the largest present value of their column.
+
+    Cumulative weights that end at ``1 + 2e-16`` on one side make POT's quantile
+    functions reach past the last present point, by a step of ``2e-16``: an
+    absent point far away (padding) would then add ``2e-16 |gap|^p``.
+    """
+    present = weights[:, :, None] > 0
+    if bool(present.all()):
+        return values
+    lowest = nx.min(values, axis=1, keepdims=True)
+    top = nx.max(nx.where(present, values, lowest), axis=1, keepdims=True)
+    return nx.where(present, values, top)
+
+
+def _is_uniform(weights):
+    return bool((weights == weights[:, :1]).all())
+
+
+# --------------------------------------------------------------------------- #
+# entropic optimal transport
+# --------------------------------------------------------------------------- #
+def sinkhorn_plan(cost, a, b, eps, *, max_iter, tol):
+    """Entropic optimal plan ``argmin_T <T, C> + eps KL(T | a b^T)`` per sample.
+
+    POT's batched log-domain Sinkhorn (``ot.batch.solve_batch``) on the
+    detached cost, with one ``eps`` per sample (shape ``(B,)``). Returns the
+    plan ``(B, N, M)`` and, per sample, the largest violation of its marginals
+    (near ``tol`` or below once Sinkhorn has converged).
+    """
+    nx = get_backend(cost, a, b)
+    cost = nx.detach(cost)
+    result = ot.batch.solve_batch(
+        cost / eps[:, None, None], reg=1.0, a=a, b=b, method="log_sinkhorn", max_iter=max_iter, tol=tol, grad="detach"
+    )
+    plan = nx.detach(result.plan)
+    violation = nx.maximum(
+        nx.max(nx.abs(nx.sum(plan, axis=2) - a), axis=1), nx.max(nx.abs(nx.sum(plan, axis=1) - b), axis=1)
+    )
+    return plan, violation
+
+
+def entropic_transport_value(cost, plan, a, b, eps):
+    """``<T, C> + eps KL(T | a b^T)`` per sample, for a plan from :func:`sinkhorn_plan`.
+
+    Its gradient with respect to ``cost`` is the plan (envelope theorem), so
+    no graph is kept through the Sinkhorn iterations.
+    """
+    nx = get_backend(cost, plan)
+    product = a[:, :, None] * b[:, None, :]
+    positive = plan > 0
+    ones = nx.ones(plan.shape, type_as=plan)
+    log_ratio = nx.log(nx.where(positive, plan, ones)) - nx.log(nx.where(positive, product, ones))
+    kl = nx.sum(nx.where(positive, plan * log_ratio, 0.0 * ones), axis=(1, 2))
+    return nx.sum(plan * cost, axis=(1, 2)) + eps * kl
+
