@@ -1,0 +1,287 @@
+"""Tests of the study engine: tail index, diagnosis, comparisons on your data, summaries and reports."""
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from sklearn_measattn.datasets import make_matrix_inverse
+from sklearn_measattn.experiments import (
+    LIGHT_TAIL_INDEX,
+    check_output_path,
+    compare_kernels_on_data,
+    diagnose_measures,
+    estimate_tail_index,
+    format_diagnosis,
+    format_number,
+    format_table,
+    recommend,
+    summarize,
+    write_csv,
+)
+
+
+def _draws(tail, tail_index, n_samples=40, n_points=200, n_features=2, seed=0):
+    # condition=1: the points are plain draws of the base family
+    X, _ = make_matrix_inverse(n_samples=n_samples, n_points=n_points, n_features=n_features, tail=tail,
+                               tail_index=tail_index, condition=1.0, random_state=seed)
+    return X
+
+
+# --------------------------------------------------------------------------- #
+# Tail index
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("tail, alpha", [("student_t", 1.0), ("pareto", 0.7), ("student_t", 3.0)])
+def test_hill_estimate_is_close_to_the_true_tail_index(tail, alpha):
+    est = estimate_tail_index(_draws(tail, alpha, seed=1))
+    assert est.labels == ("feature 0", "feature 1", "norm")
+    assert est.n_values == 8000 and est.n_tail == 89  # floor(sqrt(8000))
+    # within three standard errors, and the interval covers the truth
+    assert np.all(np.abs(est.tail_index - alpha) < 3 * est.standard_error), est.tail_index
+    assert np.all((est.ci_lower < alpha) & (alpha < est.ci_upper))
+    assert not est.light_tailed.any()
+    np.testing.assert_allclose(est.standard_error, est.tail_index / math.sqrt(est.n_tail))
+
+
+def test_gaussian_is_flagged_light_tailed():
+    est = estimate_tail_index(_draws("gaussian", 1.0, seed=2))
+    assert np.all(est.tail_index > LIGHT_TAIL_INDEX) and est.light_tailed.all()
+
+
+def test_interval_covers_the_truth_at_its_level():
+    # exact under a Pareto tail: about 90% of 90% intervals hold alpha
+    rng = np.random.default_rng(0)
+    hits = []
+    for _ in range(200):
+        X = (rng.pareto(1.5, size=(1, 400, 1)) + 1.0) * rng.choice([-1.0, 1.0], size=(1, 400, 1))
+        est = estimate_tail_index(X, confidence=0.9, n_tail=40)
+        hits.append(est.ci_lower[0] < 1.5 < est.ci_upper[0])
+    assert 0.8 < np.mean(hits) < 0.97
+
+
+def test_choice_of_k():
+    X = _draws("student_t", 2.0, n_samples=10, n_points=100)
+    assert estimate_tail_index(X).n_tail == 31
+    assert estimate_tail_index(X, n_tail=50).n_tail == 50
+    assert estimate_tail_index(X, n_tail=0.1).n_tail == 100
+    for bad in ("log", 3, 1000, 1.5, -0.1, True):
+        with pytest.raises(ValueError, match="n_tail"):
+            estimate_tail_index(X, n_tail=bad)
+
+
+def test_tail_index_of_ragged_measures_uses_only_their_points():
+    dense = _draws("student_t", 1.0, n_samples=30, n_points=100, seed=3)
+    ragged = [m[: 60 + i] for i, m in enumerate(dense)]
+    est = estimate_tail_index(ragged, n_tail=40)
+    assert est.n_values == sum(len(m) for m in ragged)
+    # Hill by hand on the pooled distances of each point to its own measure's median
+    pooled = np.concatenate([np.abs(m - np.median(m, axis=0)) for m in ragged])
+    for j in range(2):
+        top = np.sort(pooled[:, j])[::-1][:41]
+        assert est.tail_index[j] == pytest.approx(40 / np.log(top[:40] / top[40]).sum(), rel=1e-12)
+
+
+def test_tail_index_is_scale_and_location_free():
+    X = _draws("pareto", 0.7, seed=4)
+    shifted = 1e3 * X + np.arange(40)[:, None, None]
+    np.testing.assert_allclose(estimate_tail_index(shifted).tail_index, estimate_tail_index(X).tail_index,
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "X, kwargs, error, match",
+    [
+        (np.full((2, 5, 1), np.nan), {}, ValueError, "NaN"),
+        (np.zeros((2, 5)), {}, ValueError, "3-D"),
+        (np.ones((1, 20, 1)), {}, ValueError, "5 <= k"),
+        (np.ones((4, 100, 1)), {"confidence": 1.5}, ValueError, "confidence"),
+        (np.ones((4, 100, 1)), {"light_tail_index": 0}, ValueError, "light_tail_index"),
+    ],
+)
+def test_tail_index_bad_input(X, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        estimate_tail_index(X, **kwargs)
+
+
+def test_tied_values_give_nan_not_a_crash():
+    X = np.zeros((4, 100, 1))
+    X[:, :3] = 1.0  # fewer distinct deviations than k+1
+    est = estimate_tail_index(X)
+    assert np.isnan(est.tail_index[0])
+
+
+# --------------------------------------------------------------------------- #
+# Diagnosis
+# --------------------------------------------------------------------------- #
+
+
+def test_diagnosis_of_heavy_tails_never_recommends_raw_softmax():
+    diagnosis = diagnose_measures(_draws("student_t", 1.0, n_points=128))
+    assert not diagnosis.light_tailed
+    assert diagnosis.transform == "symlog" and diagnosis.kernel != "softmax"
+    by_kernel = {k["kernel"]: k for k in diagnosis.kernels}
+    assert by_kernel["softmax"]["integrals"] == "diverge"
+    # softmax's weights concentrate far more than log's on such data
+    assert by_kernel["softmax"]["ess_none"] < 0.5 * by_kernel["log"]["ess_none"]
+    assert "heavy tails" in diagnosis.reason
+
+
+def test_diagnosis_of_gaussian_says_every_kernel_is_fine():
+    diagnosis = diagnose_measures(_draws("gaussian", 1.0, n_points=128, n_features=3))
+    assert diagnosis.light_tailed and (diagnosis.kernel, diagnosis.transform) == ("softmax", None)
+    assert all(k["integrals"] == "converge" for k in diagnosis.kernels)
+    assert "every kernel is fine" in diagnosis.reason
+
+
+def test_diagnosis_at_finite_variance_picks_a_converging_kernel_without_transform():
+    diagnosis = diagnose_measures(_draws("student_t", 4.0, n_samples=64, n_points=256, seed=5))
+    chosen = next(k for k in diagnosis.kernels if k["kernel"] == diagnosis.kernel)
+    assert diagnosis.transform is None and chosen["integrals"] == "converge" and diagnosis.kernel != "softmax"
+
+
+def test_diagnosis_with_softmax_only_adds_symlog():
+    diagnosis = diagnose_measures(_draws("pareto", 0.7, n_points=64), kernels=["softmax"])
+    assert (diagnosis.kernel, diagnosis.transform) == ("softmax", "symlog")
+
+
+def test_diagnosis_ragged_rows_and_text(tmp_path):
+    rng = np.random.default_rng(0)
+    X = [rng.standard_cauchy(size=(int(n), 2)) for n in rng.integers(50, 120, size=30)]
+    diagnosis = diagnose_measures(X, max_measures=8, max_queries=16, kernels=["softmax", "log"])
+    assert diagnosis.shape[0] == 30 and diagnosis.n_measures_ess == 8
+    text = format_diagnosis(diagnosis)
+    assert "Recommendation: kernel=" in text and "feature 1" in text
+    path = tmp_path / "d.csv"
+    write_csv(path, diagnosis.rows())
+    with open(path) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["what"] for r in rows].count("attention_ess") == 4
+    assert rows[-1]["what"] == "recommendation" and rows[-1]["detail"] == diagnosis.reason
+
+
+def test_diagnosis_is_seeded():
+    X = _draws("student_t", 1.5, n_points=64)
+    a, b = diagnose_measures(X, random_state=3), diagnose_measures(X, random_state=3)
+    assert a.kernels == b.kernels
+
+
+@pytest.mark.parametrize("kwargs, match", [({"kernels": []}, "kernels is empty"), ({"max_queries": 0}, "max_queries"),
+                                           ({"kernels": ["gauss"]}, "Unknown attention kernel")])
+def test_diagnosis_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        diagnose_measures(np.ones((2, 64, 1)), **kwargs)
+
+
+# --------------------------------------------------------------------------- #
+# Comparison on your own data
+# --------------------------------------------------------------------------- #
+
+_TINY = dict(epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4)
+
+
+def test_compare_on_data_splits_measures_by_seed():
+    rng = np.random.default_rng(0)
+    X = rng.standard_t(2, size=(14, 10, 2))
+    rows = compare_kernels_on_data(X, X[:, :6] * 2.0, kernels=["sigmoid"], transforms=[None], seeds=[0, 1],
+                                   test_size=0.3, name="mine", **_TINY)
+    assert [(r["task"], r["seed"], r["n_samples"], r["n_test"]) for r in rows] == [("mine", 0, 9, 5), ("mine", 1, 9, 5)]
+    assert all(r["status"] == "ok" and 0 < r["attention_ess"] <= 1 for r in rows)
+    assert rows[0]["energy_symlog"] != rows[1]["energy_symlog"]  # another split and another model
+
+
+@pytest.mark.parametrize(
+    "X, y, kwargs, match",
+    [
+        (np.zeros((10, 4, 2)), np.zeros((9, 4, 2)), {}, "X has 10 measures but y has 9"),
+        (np.zeros((6, 4, 2)), np.zeros((6, 4, 2)), {"test_size": 0.25}, "at least 3 held-out"),
+        (np.zeros((6, 4, 2)), np.zeros((6, 4, 2)), {"test_size": 5}, "2 for training"),
+        (np.zeros((10, 4, 2)), np.zeros((10, 4, 2)), {"test_size": 1.5}, "test_size"),
+        (np.zeros((10, 4, 2)), np.zeros((10, 4, 2)), {"kernels": ["nope"]}, "kernel"),
+    ],
+)
+def test_compare_on_data_rejects_bad_input_before_training(X, y, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        compare_kernels_on_data(X, y, **dict(_TINY, **kwargs))
+
+
+# --------------------------------------------------------------------------- #
+# Summaries and recommendation
+# --------------------------------------------------------------------------- #
+
+
+def _row(**overrides):
+    base = dict(task="t", tail="pareto", tail_index=0.7, kernel="softmax", transform="none", status="ok",
+                energy=1.0, w1=1.0, energy_symlog=0.2, w1_symlog=0.5, attention_ess=0.5,
+                spread_ratio_median=0.5, corr_scale=0.5, fit_time=1.0, collapse_attention=False,
+                collapse_within=False, collapse_across=False, collapsed=False)
+    return dict(base, **overrides)
+
+
+def test_summarize_counts_disagreeing_seeds():
+    rows = [_row(collapsed=True, collapse_attention=True, attention_ess=0.004), _row(collapsed=False)]
+    (summary,) = summarize(rows)
+    assert summary["collapsed"] == "1/2"
+    assert summary["n_seeds"] == 2 and summary["energy_std"] == 0.0 and summary["n_attention"] == 1
+
+
+def test_recommendation_names_best_uncollapsed_and_noise():
+    rows = [
+        _row(kernel="softmax", collapsed=True, collapse_attention=True, energy_symlog=0.05),
+        _row(kernel="log", energy_symlog=0.10), _row(kernel="log", energy_symlog=0.12),
+        _row(kernel="sigmoid", energy_symlog=0.30), _row(kernel="sigmoid", energy_symlog=0.32),
+    ]
+    line = recommend(summarize(rows))
+    # softmax has the lowest energy but collapsed: it is not recommended.
+    assert line.startswith("recommendation: kernel='log', transform=None")
+    assert "beyond seed noise" in line and "softmax/none" in line
+    close = recommend(summarize([_row(kernel="log", energy_symlog=e) for e in (0.10, 0.14)]
+                                + [_row(kernel="poly", energy_symlog=e) for e in (0.11, 0.13)]))
+    assert "within seed noise" in close
+    assert recommend(summarize([_row(collapsed=True)])).startswith("recommendation: none")
+    one_seed = recommend(summarize([_row(kernel="log"), _row(kernel="poly", energy_symlog=0.3)]))
+    assert "one seed: no estimate of seed noise" in one_seed and "none collapsed" in one_seed
+
+
+# --------------------------------------------------------------------------- #
+# Reports
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [(1, "1.00"), (0.96, "0.960"), (0.5, "0.500"), (123.4, "123"), (1234.5, "1.23e+03"), (-0.0456, "-0.0456"),
+     (0.0, "0.00"), (float("nan"), "nan"), (None, "nan"), (float("-inf"), "-inf"), (np.float32(2.5), "2.50")],
+)
+def test_format_number(value, text):
+    assert format_number(value) == text
+
+
+def test_format_table_styles_and_errors():
+    plain = format_table(["a", "bb"], [["1.00", "x"]], title="T", notes=["n"]).splitlines()
+    assert plain == ["T", "a     bb", "----  --", "1.00  x", "", "n"]
+    rst = format_table(["a", "bb"], [["1.00", "x"]], style="rst").splitlines()
+    assert rst == ["====  ==", "a     bb", "====  ==", "1.00  x", "====  =="]
+    with pytest.raises(ValueError, match="style"):
+        format_table(["a"], [], style="html")
+    with pytest.raises(ValueError, match="row 0 has 2 cells for 1 columns"):
+        format_table(["a"], [["1", "2"]])
+
+
+def test_write_csv_round_trips_floats(tmp_path):
+    path = tmp_path / "r.csv"
+    value = 0.1 + 0.2
+    assert write_csv(path, [{"a": value, "b": math.nan, "c": True}], ["a", "b"]) == 1
+    with open(path) as handle:
+        (row,) = list(csv.DictReader(handle))
+    assert float(row["a"]) == value and row["b"] == "" and "c" not in row
+
+
+def test_check_output_path(tmp_path):
+    assert check_output_path(tmp_path / "ok.csv") == str(tmp_path / "ok.csv")
+    with pytest.raises(ValueError, match="is a folder"):
+        check_output_path(tmp_path)
+    with pytest.raises(ValueError, match="does not exist"):
+        check_output_path(tmp_path / "missing" / "r.csv", what="--out")
