@@ -50,7 +50,22 @@ ROW_FIELDS = (
 
 
 def print_progress(message):
-    """Default progress printer: one line on stderr, flushed."""
+    """Print one progress line on stderr, flushed (the default ``progress`` of the comparisons).
+
+    Parameters
+    ----------
+    message : str
+        The line.
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import print_progress
+    >>> print_progress("[1/4] fit done")
+    """
     print(message, file=sys.stderr, flush=True)
 
 

@@ -30,7 +30,7 @@ SYMLOG_BELOW_TAIL_INDEX = 2.0
 class Diagnosis:
     """What :func:`diagnose_measures` found; print it with :func:`format_diagnosis`.
 
-    Attributes
+    Parameters
     ----------
     tails : TailIndexEstimate
         Hill estimates per feature and of the norm.
@@ -43,15 +43,29 @@ class Diagnosis:
         attention ESS / n without and with symlog).
     light_tailed : bool
         The norm's tail index estimate is above the light-tail threshold.
-    kernel, transform : str, str or None
-        The recommendation.
+    kernel : str
+        The recommended kernel.
+    transform : str or None
+        The recommended transform (``"symlog"`` or ``None``).
     reason : str
         Why, in one or two sentences.
     shape : tuple
         ``(n_samples, n_points, n_features)`` of the input (largest measure's
         size for ragged input).
-    n_measures_ess, n_queries_ess : int
-        Measures and queries per measure used for the ESS.
+    n_measures_ess : int
+        Measures used for the ESS.
+    n_queries_ess : int
+        Queries per measure used for the ESS.
+    notes : list of str
+        Caveats printed before the recommendation (e.g. few points).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.experiments import diagnose_measures
+    >>> diagnosis = diagnose_measures(np.random.default_rng(0).normal(size=(8, 64, 2)), kernels=["softmax", "log"])
+    >>> [k["kernel"] for k in diagnosis.kernels], diagnosis.shape
+    (['softmax', 'log'], (8, 64, 2))
     """
 
     tails: object

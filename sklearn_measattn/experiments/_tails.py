@@ -27,7 +27,7 @@ class TailIndexEstimate:
     Entry ``j < n_features`` is feature ``j`` (on ``|x_j - median_j|``), the
     last entry is the Euclidean norm ``|x - median|``; ``labels`` names them.
 
-    Attributes
+    Parameters
     ----------
     labels : tuple of str
         ``("feature 0", ..., "norm")``.
@@ -49,6 +49,16 @@ class TailIndexEstimate:
         ``m``, the number of points pooled over all measures.
     light_tail_index : float
         Threshold of :attr:`light_tailed`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.experiments import estimate_tail_index
+    >>> est = estimate_tail_index(np.random.default_rng(0).standard_cauchy(size=(20, 100, 1)))
+    >>> est.labels, est.n_tail, est.n_values
+    (('feature 0', 'norm'), 44, 2000)
+    >>> sorted(est.rows()[0])
+    ['ci_lower', 'ci_upper', 'confidence', 'light_tailed', 'n_tail', 'n_values', 'of', 'standard_error', 'tail_index']
     """
 
     labels: tuple
