@@ -14,6 +14,9 @@ import torch
 import torch.nn.functional as F
 
 from . import _fused
+from ._attention_chunked import _CHUNK_ELEMENTS, _ChunkedKernelAttention, _default_chunk
+from ._attention_flex import _flex_attention
+from ._attention_fused import _FusedKernelAttention
 from .kernels import _fused_kind, get_kernel
 
 __all__ = ["kernel_attention", "fused_status", "BACKENDS"]
@@ -21,23 +24,11 @@ __all__ = ["kernel_attention", "fused_status", "BACKENDS"]
 #: Accepted values of ``backend``.
 BACKENDS = ("auto", "sdpa", "flex", "fused", "chunked", "naive")
 
-# Elements in one (batch, heads, chunk, n_keys) block of the chunked backend:
-# 2**20 float32 values are 4 MiB per block buffer (backward keeps three), which
-# stays in the last-level cache; measured on 2 cores at N = 4096, 16 to 64
-# queries per block (1M to 4M scores over 8 heads) beat 128 or 256 by 10-30%.
-# At least _MIN_CHUNK queries per block, so reading K and V once per block stays
-# small next to the block's own work.
-_CHUNK_ELEMENTS = 2**20
-_MIN_CHUNK = 16
 # Tiles of the fused CPU backend: queries x keys per tile (three float32 tiles of
 # 64 x 512 stay in a 1 MiB L2 cache). Measured at N = 4096 on 2 cores: 32-128
 # queries by 256-512 keys are within noise of each other; 1024 keys is slower.
 _FUSED_QUERY_BLOCK = 64
 _FUSED_KEY_BLOCK = 512
-# FlexAttention pads point counts to a multiple of this (its tile size).
-_FLEX_BLOCK = 128
-# Compiled variants of flex_attention allowed (kernels x dtypes x shape buckets).
-_FLEX_RECOMPILE_LIMIT = 64
 # Largest score bound max|q| max|k| / sqrt(d) that "auto" sends to a backend whose
 # backward recomputes the weights as exp(s - lse) from the forward's saved
 # log-normaliser (SDPA, FlexAttention). Their backward recomputes s with other
@@ -282,11 +273,6 @@ def _check_chunk_size(chunk_size):
     return chunk_size
 
 
-def _default_chunk(q, k):
-    batch_heads = q.shape[0] * q.shape[1]
-    return max(1, min(q.shape[2], max(_MIN_CHUNK, _CHUNK_ELEMENTS // max(1, batch_heads * k.shape[2]))))
-
-
 def _logits(q_block, k, log_weight, log_weights, scale):
     scores = torch.matmul(q_block, k.transpose(-1, -2)) * scale
     logits = log_weight(scores)
@@ -328,230 +314,3 @@ def _naive_attention(q, k, v, log_weight, log_weights, scale):
     return torch.softmax(_logits(q, k, log_weight, log_weights, scale), dim=-1) @ v
 
 
-def _softmax_(x):
-    """Softmax over the last dim, in place on CPU (the fused vectorised kernel
-    reads each row before writing it), out of place elsewhere."""
-    if x.device.type == "cpu":
-        return torch.ops.aten._softmax.out(x, -1, False, out=x)
-    return torch.softmax(x, dim=-1)
-
-
-def _rows(buffer, batch_heads, rows, n_keys):
-    """A contiguous ``(batch_heads, rows, n_keys)`` view at the start of a flat buffer."""
-    return buffer[: batch_heads * rows * n_keys].view(batch_heads, rows, n_keys)
-
-
-class _ChunkedKernelAttention(torch.autograd.Function):
-    """Blockwise attention over queries; backward recomputes each block's scores.
-
-    All (batch, head) pairs go through batched matmuls together, one block of
-    ``chunk`` queries at a time, with the block's scores in reused buffers.
-
-    Kernels with a :class:`~sklearn_measattn.kernels.KappaFactorization`
-    ``kappa(s) = exp(min(s, 0)) phi(s)`` compute ``E = softmax(min(s, 0) + log w)``
-    with torch's fused softmax, the unnormalised weights ``E * phi`` and their
-    row sums ``Z``; the attention weights are ``P = E * phi / Z``, so one
-    exponential per score and no ``log`` of the kernel. Other kernels (softmax,
-    poly with a non-integer degree, user callables) use ``P = softmax(g(s) + log
-    w)`` and ``g'`` from the kernel's ``derivative`` or, for user callables,
-    autograd on each block.
-
-    Saved for backward: q, k, v, the output and, for factorised kernels, one ``Z``
-    per query, so memory is O(N * d + chunk * N) instead of O(N^2).
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, log_weights, kernel, scale, chunk):
-        batch, heads, n_queries, d_head = q.shape
-        n_keys, d_value = k.shape[2], v.shape[-1]
-        bh = batch * heads
-        q_scaled = q.reshape(bh, n_queries, d_head) * scale
-        k_t = k.reshape(bh, n_keys, d_head).transpose(1, 2)
-        v3 = v.reshape(bh, n_keys, d_value)
-        lw = _head_log_weights(log_weights, heads)
-        factorization = kernel.factorization
-        if factorization is not None:
-            # A column of ones gives the row sums Z of E * phi in the same matmul.
-            v3 = torch.cat([v3, v3.new_ones(bh, n_keys, 1)], dim=-1)
-        out = q.new_empty(bh, n_queries, d_value)
-        row_sums = q.new_empty(bh, n_queries) if factorization is not None else None
-        rows = min(chunk, n_queries)
-        score_buffer = q.new_empty(bh * rows * n_keys)
-        exp_buffer = q.new_empty(bh * rows * n_keys) if factorization is not None else None
-        for start in range(0, n_queries, chunk):
-            stop = min(start + chunk, n_queries)
-            scores = torch.bmm(q_scaled[:, start:stop], k_t, out=_rows(score_buffer, bh, stop - start, n_keys))
-            if factorization is not None:
-                exponent = torch.clamp(scores, max=0.0, out=_rows(exp_buffer, bh, stop - start, n_keys))
-            else:
-                exponent = kernel.log_weight(scores)
-            if lw is not None:
-                exponent.add_(lw)
-            probs = _softmax_(exponent)
-            if factorization is not None:
-                weights = factorization.phi_(scores).mul_(probs)
-                block = torch.bmm(weights, v3)
-                row_sums[:, start:stop] = block[..., d_value]
-                out[:, start:stop] = block[..., :d_value] / block[..., d_value:]
-            else:
-                out[:, start:stop] = torch.bmm(probs, v3)
-        out = out.view(batch, heads, n_queries, d_value)
-        ctx.save_for_backward(q, k, v, log_weights, out, row_sums)
-        ctx.kernel, ctx.scale, ctx.chunk = kernel, scale, chunk
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        q, k, v, log_weights, out, row_sums = ctx.saved_tensors
-        kernel, scale, chunk = ctx.kernel, ctx.scale, ctx.chunk
-        factorization = kernel.factorization
-        batch, heads, n_queries, d_head = q.shape
-        n_keys, d_value = k.shape[2], v.shape[-1]
-        bh = batch * heads
-        q_scaled = q.reshape(bh, n_queries, d_head) * scale
-        k3 = k.reshape(bh, n_keys, d_head)
-        k_t = k3.transpose(1, 2)
-        v3 = v.reshape(bh, n_keys, d_value)
-        lw = _head_log_weights(log_weights, heads)
-        grad_out = grad_out.reshape(bh, n_queries, d_value)
-        # delta_i = sum_j p_ij dp_ij = <dO_i, O_i>: the softmax backward's row term.
-        delta = (grad_out * out.reshape(bh, n_queries, d_value)).sum(dim=-1)
-        if factorization is not None:
-            # P = E phi / Z: fold 1/Z into the (N, d) operands, not the blocks.
-            inverse_sums = torch.reciprocal(row_sums)
-            grad_out = grad_out * inverse_sums[..., None]
-            delta = delta * inverse_sums
-        # [dO, -delta] @ [V, 1]^T = dO V^T - delta: the row term comes with the matmul.
-        grad_out_ext = torch.cat([grad_out, -delta[..., None]], dim=-1)
-        v_t = torch.cat([v3, v3.new_ones(bh, n_keys, 1)], dim=-1).transpose(1, 2)
-        grad_q = torch.empty_like(q_scaled)
-        grad_k = torch.zeros_like(k3)
-        grad_v = torch.zeros_like(v3)
-        rows = min(chunk, n_queries)
-        score_buffer = q.new_empty(bh * rows * n_keys)
-        exp_buffer = q.new_empty(bh * rows * n_keys) if factorization is not None else None
-        grad_buffer = q.new_empty(bh * rows * n_keys)
-        for start in range(0, n_queries, chunk):
-            stop = min(start + chunk, n_queries)
-            q_block, grad_out_block = q_scaled[:, start:stop], grad_out[:, start:stop]
-            scores = torch.bmm(q_block, k_t, out=_rows(score_buffer, bh, stop - start, n_keys))
-            slope = scores_leaf = logits = None
-            if factorization is not None:
-                exponent = torch.clamp(scores, max=0.0, out=_rows(exp_buffer, bh, stop - start, n_keys))
-            elif kernel.derivative is not None:
-                exponent = kernel.log_weight(scores)
-                slope = None if kernel.is_softmax else kernel.derivative(scores)
-            else:
-                with torch.enable_grad():
-                    scores_leaf = scores.detach().requires_grad_(True)
-                    logits = kernel.log_weight(scores_leaf)
-                exponent = logits.detach().clone()
-            if lw is not None:
-                exponent.add_(lw)
-            probs = _softmax_(exponent)
-            if factorization is not None:
-                phi, slope = factorization.phi_psi_(scores)
-                weights = phi.mul_(probs)  # E phi = Z P
-            else:
-                weights = probs
-            grad_v.baddbmm_(weights.transpose(1, 2), grad_out_block)
-            grad_scores = torch.bmm(grad_out_ext[:, start:stop], v_t, out=_rows(grad_buffer, bh, stop - start, n_keys))
-            grad_scores.mul_(probs)
-            if scores_leaf is not None:
-                (grad_scores,) = torch.autograd.grad(logits, scores_leaf, grad_scores)
-            elif slope is not None:
-                grad_scores.mul_(slope)
-            grad_q[:, start:stop] = torch.bmm(grad_scores, k3)
-            grad_k.baddbmm_(grad_scores.transpose(1, 2), q_block)
-        grad_q.mul_(scale)
-        return (grad_q.view(q.shape), grad_k.view(k.shape), grad_v.view(v.shape), None, None, None, None)
-
-
-class _FusedKernelAttention(torch.autograd.Function):
-    """The fused CPU kernels (``_csrc/fused_attention.cpp``) as an autograd function.
-
-    Forward and backward each make one pass over tiles of queries x keys that
-    stay in cache: a BLAS gemm for the tile's scores, the kernel's weights in
-    vectorised loops, a gemm into the output (flash-attention style, with a
-    running row maximum of the exponent). Saved for backward: q, k, v, the
-    output and one ``log`` normaliser per query, so memory is O(N * d).
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, v, log_weights, kind, parameter, scale, query_block, key_block):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        if log_weights is not None:
-            log_weights = log_weights.to(torch.float32).contiguous()
-        out, log_normalizer = torch.ops.measattn_fused.forward(
-            q, k, v, log_weights, kind, parameter, scale, query_block, key_block
-        )
-        ctx.save_for_backward(q, k, v, log_weights, out, log_normalizer)
-        ctx.config = (kind, parameter, scale, query_block, key_block)
-        return out
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_out):
-        q, k, v, log_weights, out, log_normalizer = ctx.saved_tensors
-        grad_q, grad_k, grad_v = torch.ops.measattn_fused.backward(
-            q, k, v, log_weights, out, log_normalizer, grad_out.contiguous(), *ctx.config
-        )
-        return grad_q, grad_k, grad_v, None, None, None, None, None, None
-
-
-def _head_log_weights(log_weights, heads):
-    """``(batch, n_keys)`` log weights as ``(batch * heads, 1, n_keys)``."""
-    if log_weights is None:
-        return None
-    batch, n_keys = log_weights.shape
-    return log_weights[:, None, None, :].expand(batch, heads, 1, n_keys).reshape(batch * heads, 1, n_keys)
-
-
-_compiled_flex = None
-
-
-def _flex_attention(q, k, v, log_weight, log_weights, scale):
-    """FlexAttention with ``score_mod = g (+ log w)``, compiled once per bucket.
-
-    Point counts are padded to a multiple of the flex tile (padded keys get log
-    weight -inf, padded queries are dropped), and the compiled function may
-    specialise on a few buckets then turns dynamic; hitting the recompile limit
-    raises instead of silently running the eager flex path, which materialises
-    the full score matrix.
-    """
-    global _compiled_flex
-    from torch.nn.attention.flex_attention import flex_attention
-
-    if not q.is_cuda and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise ValueError(
-            "FlexAttention has no backward on CPU; use backend='chunked' for training on CPU "
-            "(backend='auto' does this)."
-        )
-    if _compiled_flex is None:
-        _compiled_flex = torch.compile(flex_attention)
-    n_queries, n_keys = q.shape[2], k.shape[2]
-    padded_q, padded_k = _round_up(n_queries), _round_up(n_keys)
-    if log_weights is None:
-        log_weights = q.new_zeros(k.shape[0], n_keys)
-    if padded_k != n_keys:
-        k = F.pad(k, (0, 0, 0, padded_k - n_keys))
-        v = F.pad(v, (0, 0, 0, padded_k - n_keys))
-        log_weights = F.pad(log_weights, (0, padded_k - n_keys), value=-math.inf)
-    if padded_q != n_queries:
-        q = F.pad(q, (0, 0, 0, padded_q - n_queries))
-    log_weights = log_weights.to(torch.float32)
-
-    def score_mod(score, batch, head, q_idx, kv_idx):
-        return log_weight(score) + log_weights[batch, kv_idx]
-
-    # Each kernel's score_mod (and each dtype) is a separate compiled entry of the
-    # one flex_attention code object: dynamo's default limit of 8 is hit by a
-    # study of five kernels in two dtypes, so allow 64 before failing.
-    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True, recompile_limit=_FLEX_RECOMPILE_LIMIT):
-        out = _compiled_flex(q, k, v, score_mod=score_mod, scale=scale)
-    return out[:, :, :n_queries]
-
-
-def _round_up(n, block=_FLEX_BLOCK):
-    return -(-n // block) * block

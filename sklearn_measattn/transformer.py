@@ -63,6 +63,7 @@ class KernelMultiheadAttention(nn.Module):
         self.backend = backend
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
+        self._resolved_backends = {}
 
     def forward(self, x, log_weights=None):
         """Attend from every point of ``x`` (batch, n_points, d_model) to all points.
@@ -72,11 +73,49 @@ class KernelMultiheadAttention(nn.Module):
         """
         batch, n_points, d_model = x.shape
         q, k, v = self._project(x)
-        backend = resolve_backend(self.backend, self.kernel, x)
+        backend = self.resolve_backend(device=x.device, dtype=x.dtype)
         if self.backend == "auto":
             backend = _guard_large_scores(backend, q, k)
         out = _dispatch(q, k, v, self.kernel, log_weights, backend)
         return self.out_proj(out.transpose(1, 2).reshape(batch, n_points, d_model))
+
+    def resolve_backend(self, *, device, dtype=torch.float32):
+        """The attention backend this layer runs for inputs on ``device`` in ``dtype``.
+
+        Resolved once per (backend, kernel, device, dtype) and remembered, so
+        that ``"auto"`` decides (and, for the fused CPU kernels, compiles or
+        loads them) at the first call rather than inside every forward.
+
+        Parameters
+        ----------
+        device : str or torch.device
+            Device of the inputs.
+        dtype : torch.dtype, default=torch.float32
+            Floating-point type of the inputs.
+
+        Returns
+        -------
+        str
+            One of ``"sdpa"``, ``"flex"``, ``"fused"``, ``"chunked"``, ``"naive"``.
+        """
+        device = torch.device(device)
+        key = (self.backend, str(device), str(dtype))  # plain strings: torch.compile guards on this dict
+        kernel, backend = self._resolved_backends.get(key, (None, None))
+        if kernel is not self.kernel:
+            backend = resolve_backend(self.backend, self.kernel, torch.empty(0, device=device, dtype=dtype))
+            self._resolved_backends[key] = (self.kernel, backend)
+        return backend
+
+    def __getstate__(self):
+        # Which backends can run depends on the machine (a compiler for the fused
+        # kernels, CUDA for flex): a pickled module decides again where it is loaded.
+        state = super().__getstate__().copy()
+        state["_resolved_backends"] = {}
+        return state
+
+    def __setstate__(self, state):
+        state.setdefault("_resolved_backends", {})
+        super().__setstate__(state)
 
 
     def _project(self, x):
@@ -288,6 +327,36 @@ class MeasureTransformer(nn.Module):
             elif next(module.parameters(recurse=False), None) is not None:
                 raise RuntimeError(f"reset_parameters has no initialisation for {type(module).__name__}.")
         return self
+
+    def resolve_attention_backends(self, *, device="cpu", dtype=torch.float32):
+        """Decide each block's attention backend now, for inputs on ``device``.
+
+        The forward pass does this at its first call for each device and dtype
+        and remembers the answer; calling this first (for example when training
+        starts) moves that decision, and the first-use build of the fused CPU
+        kernels that ``"auto"`` may trigger, out of the first training step.
+
+        Parameters
+        ----------
+        device : str or torch.device, default="cpu"
+            Device of the inputs.
+        dtype : torch.dtype, default=torch.float32
+            Floating-point type of the inputs.
+
+        Returns
+        -------
+        list of str
+            The backend of each block, in order.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from sklearn_measattn.transformer import MeasureTransformer
+        >>> model = MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=2, kernel="softmax")
+        >>> model.resolve_attention_backends(device="cpu")
+        ['sdpa', 'sdpa']
+        """
+        return [block.attention.resolve_backend(device=device, dtype=dtype) for block in self.blocks]
 
     def attention_inputs(self, X, weights=None, *, layer=0):
         """What the attention of block ``layer`` sees: per-head queries, keys, log weights.

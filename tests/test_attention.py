@@ -178,20 +178,43 @@ def test_flex_refuses_cpu_training():
 
 
 def test_flex_forward_on_cpu_compiles_once_per_bucket():
-    """Compiled FlexAttention (forward) matches naive on CPU, and point counts in
-    one padding bucket reuse the compiled kernel instead of recompiling."""
+    """Compiled FlexAttention (forward) matches naive on CPU, with absent points
+    (a whole key tile, scattered points, the padding) removed by its block mask,
+    and point counts in one padding bucket reuse the compiled kernel."""
     from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
     counters.clear()
     with torch.no_grad():
-        for n_points in (100, 120):
-            q, k, v = (t.detach() for t in make_qkv((1, 2, n_points, 16), dtype=torch.float32, seed=n_points))
-            weights = torch.rand(1, n_points, generator=torch.Generator().manual_seed(n_points))
+        for n_points in (200, 250):
+            q, k, v = (t.detach() for t in make_qkv((2, 2, n_points, 16), dtype=torch.float32, seed=n_points))
+            weights = torch.rand(2, n_points, generator=torch.Generator().manual_seed(n_points))
+            weights[0, :140] = 0.0  # the first key tile entirely absent, the second in part
+            weights[1, ::3] = 0.0
             out = kernel_attention(q, k, v, "log", weights=weights, backend="flex")
             expected = kernel_attention(q, k, v, "log", weights=weights, backend="naive")
             torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
     assert counters["stats"]["unique_graphs"] == 1
+
+
+def test_flex_block_mask_keeps_exactly_the_present_keys():
+    """The block mask lists empty key tiles nowhere, full ones as unmasked and
+    mixed ones as masked, and its dense form is the presence pattern."""
+    from sklearn_measattn._attention_flex import _key_block_mask
+
+    present = torch.ones(2, 384, dtype=torch.bool)
+    present[0, :128] = False  # tile 0 empty
+    present[0, 200:210] = False  # tile 1 mixed, tile 2 full
+    present[1, 300:] = False  # tiles 0, 1 full, tile 2 mixed
+    mask = _key_block_mask(present, 256)
+    assert mask.kv_num_blocks[:, 0, 0].tolist() == [1, 1]
+    assert mask.full_kv_num_blocks[:, 0, 0].tolist() == [1, 2]
+    assert mask.kv_indices[0, 0, 0, 0].item() == 1 and mask.full_kv_indices[0, 0, 0, 0].item() == 2
+    tiles = mask.to_dense()  # (batch, 1, query tiles, key tiles): 1 where a tile is computed
+    assert tiles.shape == (2, 1, 2, 3)
+    assert tiles[0, 0].tolist() == [[0, 1, 1]] * 2 and tiles[1, 0].tolist() == [[1, 1, 1]] * 2
+    kept = torch.stack([mask.mask_mod(b, 0, 0, torch.arange(384)) for b in range(2)])
+    assert torch.equal(kept, present)
 
 
 @needs_cuda

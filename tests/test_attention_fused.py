@@ -1,8 +1,10 @@
 """The fused CPU backend (C++ kernels compiled on first use) against the reference."""
 
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -255,3 +257,90 @@ def test_torch_compile_traces_the_fused_ops():
     torch.testing.assert_close(compiled, eager)
     for param, grad in zip(model.parameters(), expected):
         torch.testing.assert_close(param.grad, grad)
+
+
+# A stand-in compiler: it records each call, waits a little (so that processes
+# started together overlap), and "compiles" by copying an already built library.
+FAKE_COMPILER = """#!/bin/sh
+echo build >> "{log}"
+sleep 1
+while [ "$#" -gt 0 ]; do
+  if [ "$1" = "-o" ]; then cp "{library}" "$2"; fi
+  shift
+done
+"""
+
+LOAD_IN_A_FRESH_PROCESS = (
+    "from sklearn_measattn import _fused;"
+    "print(_fused.fused_unavailable_reason());"
+    "print(_fused._state['library'])"
+)
+
+
+def fake_compiler(tmp_path):
+    assert _fused.fused_unavailable_reason() is None
+    log = tmp_path / "builds.log"
+    compiler = tmp_path / "fake-c++"
+    compiler.write_text(FAKE_COMPILER.format(log=log, library=_fused._state["library"]))
+    compiler.chmod(0o755)
+    return compiler, log
+
+
+def load_in_subprocesses(count, env):
+    env = {**os.environ, **env}
+    env.pop("MEASATTN_FUSED", None)
+    processes = [
+        subprocess.Popen([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(count)
+    ]
+    return [process.communicate(timeout=300) + (process.returncode,) for process in processes]
+
+
+def build_lines(results):
+    return sum(stderr.count("compiling the fused CPU attention kernels") for _, stderr, _ in results)
+
+
+@needs_fused
+def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
+    compiler, log = fake_compiler(tmp_path)
+    results = load_in_subprocesses(3, {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(tmp_path / "cache")})
+    for stdout, stderr, code in results:
+        assert code == 0, stderr
+        assert stdout.splitlines()[0] == "None", stdout + stderr
+    assert log.read_text().splitlines() == ["build"]
+    assert build_lines(results) == 1
+    # The line names what is compiled and how long it takes.
+    line = next(line for _, stderr, _ in results for line in stderr.splitlines() if "compiling" in line)
+    assert "fused_attention.cpp" in line and " s" in line
+
+
+@needs_fused
+def test_corrupt_cached_library_is_rebuilt_once(tmp_path):
+    compiler, log = fake_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    env = {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(cache)}
+    [(stdout, stderr, code)] = load_in_subprocesses(1, env)
+    library = Path(stdout.splitlines()[1])
+    assert code == 0 and library.parent == cache
+    library.write_bytes(b"not a shared library")  # a truncated or damaged file
+    [(stdout, stderr, code)] = load_in_subprocesses(1, env)
+    assert code == 0 and stdout.splitlines()[0] == "None", stderr
+    assert "failed to load" in stderr
+    assert log.read_text().splitlines() == ["build", "build"]
+    assert library.read_bytes() == Path(_fused._state["library"]).read_bytes()
+
+
+@needs_fused
+def test_unwritable_cache_falls_back_to_a_temporary_directory(tmp_path):
+    compiler, log = fake_compiler(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a cache directory below a file can never be created (even as root)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(blocker / "cache"), "TMPDIR": str(temporary)}
+    [(stdout, stderr, code)] = load_in_subprocesses(1, env)
+    assert code == 0 and stdout.splitlines()[0] == "None", stderr
+    library = Path(stdout.splitlines()[1])
+    assert library.parent.parent == temporary and library.exists()
+    assert "not writable" in stderr

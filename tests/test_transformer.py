@@ -3,7 +3,7 @@ import pickle
 import pytest
 import torch
 
-from sklearn_measattn.kernels import KERNEL_NAMES
+from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 from sklearn_measattn.transformer import KernelMultiheadAttention, MeasureTransformer
 
 
@@ -97,3 +97,38 @@ def test_invalid_inputs():
         model(torch.randn(10, 3, dtype=torch.float64))
     with pytest.raises(ValueError, match="weights must have shape"):
         model(torch.randn(1, 10, 3, dtype=torch.float64), torch.ones(1, 9, dtype=torch.float64))
+
+
+def test_backend_is_resolved_once_per_device_and_dtype(monkeypatch):
+    """The forward pass decides its attention backend at the first call for a
+    device and dtype, not at every call (deciding may build the fused kernels)."""
+    from sklearn_measattn import transformer
+
+    calls = []
+    original = transformer.resolve_backend
+
+    def counting(backend, kernel, tensor):
+        calls.append((backend, tensor.dtype))
+        return original(backend, kernel, tensor)
+
+    monkeypatch.setattr(transformer, "resolve_backend", counting)
+    model = MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=2, kernel="log", attention_backend="chunked")
+    X = torch.randn(3, 20, 2)
+    for _ in range(3):
+        model(X).sum().backward()
+    assert len(calls) == 2  # one per block
+    model.double()(X.double())
+    assert len(calls) == 4 and calls[-1] == ("chunked", torch.float64)
+    assert model.resolve_attention_backends(device="cpu") == ["chunked", "chunked"]
+    assert len(calls) == 4
+
+
+def test_resolved_backend_follows_a_changed_kernel_and_is_not_pickled():
+    model = MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=1, kernel="softmax")
+    assert model.resolve_attention_backends() == ["sdpa"]
+    attention = model.blocks[0].attention
+    attention.kernel = get_kernel("log")
+    assert model.resolve_attention_backends() != ["sdpa"]
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored.blocks[0].attention._resolved_backends == {}
+    torch.testing.assert_close(restored(torch.ones(1, 4, 2)), model(torch.ones(1, 4, 2)))
