@@ -7,10 +7,10 @@ keeps heavy-tailed ensembles from collapsing.
 
 Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`,
 :mod:`~sklearn_measattn.transformer`, :mod:`~sklearn_measattn.datasets`,
-:mod:`~sklearn_measattn.metrics`.
+:mod:`~sklearn_measattn.metrics`, :mod:`~sklearn_measattn.experiments`.
 """
 
-from . import datasets, metrics
+from . import datasets, experiments, metrics
 from .attention import kernel_attention
 from .estimator import MeasureTransformerRegressor
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
@@ -27,6 +27,7 @@ __all__ = [
     "MeasureTransformerRegressor",
     "SymlogTransformer",
     "datasets",
+    "experiments",
     "get_kernel",
     "get_scorer",
     "kernel_attention",

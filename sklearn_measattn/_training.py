@@ -12,12 +12,14 @@ import math
 
 import numpy as np
 import torch
+from sklearn.base import clone
 from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback, EarlyStopping, ProgressBar
 from skorch.dataset import ValidSplit
 from skorch.utils import to_tensor
 
 from .losses import MeasureLoss, get_loss
+from .preprocessing import SymlogTransformer
 from .transformer import MeasureTransformer
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -386,3 +388,28 @@ def transform_points(transformer, X, method):
         return X
     flat = getattr(transformer, method)(X.reshape(-1, X.shape[-1]))
     return np.asarray(flat, dtype=np.float64).reshape(*X.shape[:2], -1)
+
+
+def resolve_device(device):
+    """The torch device a ``device`` parameter names, checked against this machine."""
+    if not isinstance(device, str) or not (device in ("auto", "cpu", "cuda") or device.startswith("cuda:")):
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}.")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={device!r} was requested but CUDA is not available on this machine "
+            f"(torch {torch.__version__}); use device='cpu' or device='auto'."
+        )
+    return device
+
+
+def make_transform(transform):
+    """A fresh transformer for a ``transform`` parameter (None, "symlog" or a transformer)."""
+    if transform is None:
+        return None
+    if isinstance(transform, str):
+        if transform != "symlog":
+            raise ValueError(f"transform must be None, 'symlog' or a transformer object, got {transform!r}.")
+        return SymlogTransformer()
+    return clone(transform)

@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -22,7 +22,9 @@ from ._training import (
     check_paired_counts,
     check_validation_split,
     fit_transform_points,
+    make_transform,
     probe_loss,
+    resolve_device,
     transform_points,
 )
 from ._validation import NumberInterval, check_measures, check_n_features, is_ragged
@@ -30,7 +32,6 @@ from .attention import BACKENDS, resolve_backend
 from .kernels import get_kernel
 from .losses import get_loss
 from .metrics import SCORING_SPACES, energy_distance, to_space
-from .preprocessing import SymlogTransformer
 
 __all__ = ["MeasureTransformerRegressor"]
 
@@ -362,8 +363,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             X_model = transform_points(transform_X, X, "transform")
             y_model = transform_points(transform_y, y, "transform")
         else:
-            transform_X = self._make_transform()
-            transform_y = self._make_transform()
+            transform_X = make_transform(self.transform)
+            transform_y = make_transform(self.transform)
             X_model = fit_transform_points(transform_X, X, x_weights)
             y_model = fit_transform_points(transform_y, y, y_weights)
         check_float32_range(X_model, "X", self.transform)
@@ -604,7 +605,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}.")
         check_callbacks(self.callbacks)
-        device = self._resolve_device()
+        device = resolve_device(self.device)
         # A backend that cannot run this kernel on this device (sdpa with log,
         # fused on CUDA) fails here, before any training, not at the first batch.
         probe = torch.empty(0, device=device)  # the network trains in float32
@@ -613,26 +614,3 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         except ValueError as exc:
             raise ValueError(f"attention_backend={self.attention_backend!r} cannot run here: {exc}") from None
         return {"device": device}
-
-    def _resolve_device(self):
-        device = self.device
-        if not isinstance(device, str) or not (device in ("auto", "cpu", "cuda") or device.startswith("cuda:")):
-            raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}.")
-        if device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(
-                f"device={device!r} was requested but CUDA is not available on this machine "
-                f"(torch {torch.__version__}); use device='cpu' or device='auto'."
-            )
-        return device
-
-    def _make_transform(self):
-        transform = self.transform
-        if transform is None:
-            return None
-        if isinstance(transform, str):
-            if transform != "symlog":
-                raise ValueError(f"transform must be None, 'symlog' or a transformer object, got {transform!r}.")
-            return SymlogTransformer()
-        return clone(transform)

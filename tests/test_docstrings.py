@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "sklearn_measattn.losses",
     "sklearn_measattn.datasets",
     "sklearn_measattn.metrics",
+    "sklearn_measattn.experiments",
 ]
 
 

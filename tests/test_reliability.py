@@ -522,7 +522,7 @@ def test_warm_start_must_be_a_bool(data):
 
 
 def test_study_in_parallel_gives_the_serial_table():
-    from sklearn_measattn._study import compare_kernels
+    from sklearn_measattn.experiments import compare_kernels
 
     params = dict(kernels=["softmax", "log"], transforms=[None], n_samples=8, n_points=12, n_test=3,
                   epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, device="cpu")
