@@ -80,7 +80,8 @@ def check_correctness(device, n, dtypes, backends, grad_backends):
                     if with_grad:
                         got += list(torch.autograd.grad(out, qkv, grad_out.to(dtype)))
                 except Exception as exc:  # report, count as failure
-                    rows.append((kernel, backend, str(dtype).replace("torch.", ""), "ERROR", type(exc).__name__ + ": " + str(exc)[:80]))
+                    message = f"{type(exc).__name__}: {str(exc)[:80]}"
+                    rows.append((kernel, backend, str(dtype).replace("torch.", ""), "ERROR", message))
                     ok = False
                     continue
                 names = ["out", "dq", "dk", "dv"][: len(got)]
@@ -104,46 +105,51 @@ def time_speed(device, dtype, ns, d_heads, kernels, backend, repeats, batch, hea
     rows = []
     for n in ns:
         for d in d_heads:
-            generator = torch.Generator().manual_seed(1)
-            q, k, v, grad_out = (
-                torch.randn(batch, heads, n, d, generator=generator).to(device=device, dtype=dtype) for _ in range(4)
-            )
-            for t in (q, k, v):
-                t.requires_grad_(True)
-
-            def step(fn):
-                _sync(device)
-                start = time.perf_counter()
-                torch.autograd.backward(fn(), grad_out)
-                _sync(device)
-                q.grad = k.grad = v.grad = None
-                return time.perf_counter() - start
-
-            sdpa = lambda: F.scaled_dot_product_attention(q, k, v)  # noqa: E731
-            fns = {name: (lambda name=name: kernel_attention(q, k, v, name, backend=backend)) for name in kernels}
-            first = {}
             try:
-                step(sdpa)
-                for name, fn in fns.items():
-                    first[name] = step(fn)  # includes compilation for flex
-                    step(fn)
-                times = {name: [] for name in fns}
-                sdpa_times = []
-                for _ in range(repeats):
-                    for name, fn in fns.items():
-                        sdpa_times.append(step(sdpa))
-                        times[name].append(step(fn))
+                rows.extend(_time_shape(device, dtype, n, d, kernels, backend, repeats, batch, heads))
             except torch.OutOfMemoryError as exc:
                 print(f"  N={n} d={d}: out of memory ({exc!s:.60})", flush=True)
-                continue
-            sdpa_ms = statistics.median(sdpa_times) * 1e3
-            for name in fns:
-                ms = statistics.median(times[name]) * 1e3
-                rows.append((n, d, name, ms, sdpa_ms, ms / sdpa_ms, first[name] * 1e3))
-            del q, k, v, grad_out
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return rows
+
+
+def _time_shape(device, dtype, n, d, kernels, backend, repeats, batch, heads):
+    """Forward+backward of SDPA and each kernel at one shape, interleaved; the
+    tensors live only in this call, so memory is freed before the next shape."""
+    generator = torch.Generator().manual_seed(1)
+    q, k, v, grad_out = (
+        torch.randn(batch, heads, n, d, generator=generator).to(device=device, dtype=dtype) for _ in range(4)
+    )
+    for t in (q, k, v):
+        t.requires_grad_(True)
+
+    def step(fn):
+        _sync(device)
+        start = time.perf_counter()
+        torch.autograd.backward(fn(q, k, v), grad_out)
+        _sync(device)
+        q.grad = k.grad = v.grad = None
+        return time.perf_counter() - start
+
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+    fns = {name: (lambda q, k, v, name=name: kernel_attention(q, k, v, name, backend=backend)) for name in kernels}
+    step(sdpa)
+    first = {}
+    for name, fn in fns.items():
+        first[name] = step(fn)  # includes compilation for flex
+        step(fn)
+    times = {name: [] for name in fns}
+    sdpa_times = []
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            sdpa_times.append(step(sdpa))
+            times[name].append(step(fn))
+    sdpa_ms = statistics.median(sdpa_times) * 1e3
+    return [(n, d, name, statistics.median(times[name]) * 1e3, sdpa_ms,
+             statistics.median(times[name]) * 1e3 / sdpa_ms, first[name] * 1e3) for name in fns]
 
 
 def one_epoch(device, kernels, n_samples, n_points, dry_run):
