@@ -78,7 +78,9 @@ def distance_power(x, y, power):
     """
     if isinstance(x, np.ndarray):
         metric = "sqeuclidean" if power == 2 else "euclidean"
-        distances = np.stack([cdist(u, v, metric) for u, v in zip(x, y)])
+        distances = np.empty((x.shape[0], x.shape[1], y.shape[1]))
+        for u, v, out in zip(x, y, distances):
+            cdist(u, v, metric, out=out)
         if power not in (1, 2):
             np.power(distances, power, out=distances)
         return distances

@@ -204,8 +204,7 @@ def _cost_scale(cost, a, b, normalize):
     return torch.where(scale > 0, scale, torch.ones_like(scale))
 
 
-def _entropic_value(x, a, y, b, p, eps, max_iter, tol):
-    cost = distance_power(x, y, p)
+def _entropic_value(cost, a, b, eps, max_iter, tol):
     plan, _ = sinkhorn_plan(cost, a, b, eps, max_iter=max_iter, tol=tol)
     return entropic_transport_value(cost, plan, a, b, eps)
 
@@ -295,11 +294,12 @@ def sinkhorn_loss(
     tol = check_positive(tol, "tol")
     check_reduction(reduction)
     x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
-    eps = reg * _cost_scale(distance_power(x, y, p), a, b, normalize)
-    value = _entropic_value(x, a, y, b, p, eps, max_iter, tol)
+    cost = distance_power(x, y, p)
+    eps = reg * _cost_scale(cost, a, b, normalize)
+    value = _entropic_value(cost, a, b, eps, max_iter, tol)
     if debias:  # the three terms must share eps, hence the scale of the x-y cost
-        value = value - 0.5 * (_entropic_value(x, a, x, a, p, eps, max_iter, tol)
-                               + _entropic_value(y, b, y, b, p, eps, max_iter, tol))
+        value = value - 0.5 * (_entropic_value(distance_power(x, x, p), a, a, eps, max_iter, tol)
+                               + _entropic_value(distance_power(y, y, p), b, b, eps, max_iter, tol))
     return reduce(value, reduction)
 
 

@@ -1,5 +1,7 @@
 """Tests for sklearn_measattn.metrics: distances, collapse diagnostics, scorers."""
 
+import warnings
+
 import joblib
 import numpy as np
 import pytest
@@ -99,6 +101,16 @@ def test_sinkhorn_is_upper_approximation(clouds):
     sink = wasserstein_distance(a, b, method="sinkhorn", reg=0.05, **RAW)
     assert np.all(sink > exact)
     np.testing.assert_allclose(sink, exact, rtol=0.05)
+
+
+def test_sinkhorn_says_when_it_has_not_converged(clouds):
+    a, b = clouds
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # converged: silent
+        wasserstein_distance(a[:1], b[:1], method="sinkhorn", reg=0.05)
+    with pytest.warns(UserWarning, match="did not converge in 5000 iterations.*raise reg"):
+        value = wasserstein_distance(100 * a[:1], 100 * b[:1], method="sinkhorn", reg=1e-3)
+    assert np.isfinite(value)
 
 
 def test_parallel_matches_sequential(clouds):
