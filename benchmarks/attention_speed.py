@@ -13,6 +13,7 @@ Usage::
     python benchmarks/attention_speed.py                         # N = 1024, 4096, 16384; d_head 16, 32
     python benchmarks/attention_speed.py --n 4096 --d-head 32 --kernels poly log --backends fused chunked
     python benchmarks/attention_speed.py --quick --fresh-build   # also time compiling the fused kernels
+    python benchmarks/attention_speed.py --quick --cpu-time      # one thread, its CPU time: for a busy machine
 
 The fused CPU backend compiles its C++ kernels on the first call of a process
 (or loads them from the cache); that time is printed on its own line, before
@@ -64,14 +65,20 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
+# The clock of the timings: wall time by default; --cpu-time switches to the CPU
+# time of the calling thread (with one intra-op thread), which time taken by
+# other processes on a shared machine does not inflate.
+_clock = time.perf_counter
+
+
 def _step(fn, q, k, v, grad_out):
     """One forward+backward; returns seconds."""
     _sync(q.device)
-    start = time.perf_counter()
+    start = _clock()
     out = fn(q, k, v)
     torch.autograd.backward(out, grad_out)
     _sync(q.device)
-    elapsed = time.perf_counter() - start
+    elapsed = _clock() - start
     q.grad = k.grad = v.grad = None
     return elapsed
 
@@ -196,12 +203,20 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="N = 1024 4096, 3 repeats, no naive above N = 4096")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="CPU: one intra-op thread, timed by its CPU time (robust to other load on the machine)")
     parser.add_argument("--peak-gflops", type=float, default=None,
                         help="the machine's float32 peak, instead of the one derived from /proc/cpuinfo")
     parser.add_argument("--fresh-build", action="store_true",
                         help="compile the fused kernels into an empty cache, to time the first-use build")
     args = parser.parse_args(argv)
 
+    global _clock
+    if args.cpu_time:
+        if args.device != "cpu":
+            parser.error("--cpu-time times CPU runs only")
+        torch.set_num_threads(1)
+        _clock = time.thread_time
     ns = args.n or ([1024, 4096] if args.quick else [1024, 4096, 16384])
     repeats = args.repeats or (3 if args.quick else 5)
     device = torch.device(args.device)
@@ -210,8 +225,9 @@ def main(argv=None):
 
     print(f"# attention_speed: torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, "
           f"python {platform.python_version()}, {args.dtype}")
-    print(f"# batch={args.batch} heads={args.heads}; forward+backward; median of {repeats} interleaved repeats; "
-          "ratio = median(kernel) / median(SDPA softmax) in this run")
+    clock = "CPU time of the one computing thread" if args.cpu_time else "wall time"
+    print(f"# batch={args.batch} heads={args.heads}; forward+backward; median of {repeats} interleaved repeats "
+          f"({clock}); ratio = median(kernel) / median(SDPA softmax) in this run")
     print(f"# command: {' '.join([sys.executable.rsplit('/', 1)[-1], *sys.argv])}")
     peak = None
     if device.type == "cpu":
