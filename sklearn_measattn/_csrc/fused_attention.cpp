@@ -61,10 +61,13 @@ inline int32_t float_to_bits(float f) {
   return bits;
 }
 
-// exp(x), Cephes polynomial (about 1 ulp); exactly 0 below -87.33 (and for -inf),
-// branch-free so loops over it vectorise. Inputs here are <= 0 or small.
+// exp(x), Cephes polynomial (about 1 ulp), branch-free so loops over it
+// vectorise. Arguments are clamped to [-88, 88.38]: below -87.68 the exponent
+// n is -127, whose bias-shifted bits are 0, so the result is exactly 0 (also for
+// -inf) without a compare and select; between -87.68 and -87.33 it is a normal
+// float. Inputs here are <= 0 or small.
 inline float fast_exp(float x) {
-  const float lo = -87.3365447504f, hi = 88.3762626647949f;
+  const float lo = -88.0f, hi = 88.3762626647949f;
   float xc = std::min(std::max(x, lo), hi);
   float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
   float r = xc - n * 0.693359375f;
@@ -78,7 +81,7 @@ inline float fast_exp(float x) {
   y = y * r + 5.0000001201E-1f;
   y = y * z + r + 1.0f;
   float pow2n = bits_to_float((static_cast<int32_t>(n) + 127) << 23);
-  return x < lo ? 0.0f : y * pow2n;
+  return y * pow2n;
 }
 
 // log(x) for finite normal x > 0, branch-free: x = 2^e (1 + m) with m in
