@@ -79,6 +79,13 @@ def check_reduction(reduction):
     return reduction
 
 
+def check_normalize(normalize):
+    """Cost scale that the Sinkhorn loss's ``reg`` is relative to: ``"median"``, ``"max"`` or ``None``."""
+    if normalize not in ("median", "max", None):
+        raise ValueError(f"normalize must be 'median', 'max' or None, got {normalize!r}.")
+    return normalize
+
+
 def reduce(values, reduction):
     """Combine the per-sample values as ``reduction`` says."""
     if reduction == "mean":

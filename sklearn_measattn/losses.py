@@ -36,7 +36,7 @@ import numbers
 import torch
 from torch import nn
 
-from ._losses_input import check_reduction, prepare_clouds, reduce, split_points_weights
+from ._losses_input import check_normalize, check_reduction, prepare_clouds, reduce, split_points_weights
 from ._ot import (
     check_beta,
     check_n_projections,
@@ -289,7 +289,7 @@ def sinkhorn_loss(
     """
     reg = check_reg(reg)
     p = check_order(p)
-    _check_normalize(normalize)
+    check_normalize(normalize)
     max_iter = check_positive(max_iter, "max_iter", integer=True)
     tol = check_positive(tol, "tol")
     check_reduction(reduction)
@@ -302,11 +302,6 @@ def sinkhorn_loss(
                                + _entropic_value(distance_power(y, y, p), b, b, eps, max_iter, tol))
     return reduce(value, reduction)
 
-
-def _check_normalize(normalize):
-    if normalize not in ("median", "max", None):
-        raise ValueError(f"normalize must be 'median', 'max' or None, got {normalize!r}.")
-    return normalize
 
 
 def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
@@ -381,7 +376,7 @@ _PARAM_CHECKS = {
     "p": check_order,
     "n_projections": check_n_projections,
     "reg": check_reg,
-    "normalize": _check_normalize,
+    "normalize": check_normalize,
     "max_iter": lambda v: check_positive(v, "max_iter", integer=True),
     "tol": lambda v: check_positive(v, "tol"),
     "reduction": check_reduction,

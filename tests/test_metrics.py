@@ -109,8 +109,10 @@ def test_sinkhorn_says_when_it_has_not_converged(clouds):
         warnings.simplefilter("error")  # converged: silent
         wasserstein_distance(a[:1], b[:1], method="sinkhorn", reg=0.05)
     with pytest.warns(UserWarning, match="did not converge in 5000 iterations.*raise reg"):
-        value = wasserstein_distance(100 * a[:1], 100 * b[:1], method="sinkhorn", reg=1e-3)
+        value = wasserstein_distance(100 * a[:1], 100 * b[:1], method="sinkhorn", reg=0.3)
     assert np.isfinite(value)
+    with pytest.raises(ValueError, match="non-finite cost.*Raise reg"):  # far too small for the costs
+        wasserstein_distance(100 * a[:1], 100 * b[:1], method="sinkhorn", reg=1e-3)
 
 
 def test_parallel_matches_sequential(clouds):
