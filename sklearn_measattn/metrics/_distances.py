@@ -129,10 +129,10 @@ def wasserstein_distance(
       equals ``W_p`` exactly. The training loss
       :func:`~sklearn_measattn.losses.sliced_wasserstein_loss` computes its
       ``p``-th power with the same code.
-    - ``method="sinkhorn"``: entropic OT (POT's batched log-domain Sinkhorn,
-      ``ot.batch.solve_batch``, the solver of
-      :func:`~sklearn_measattn.losses.sinkhorn_loss`), returning
-      ``<P_reg, M>^(1/p)`` for the entropic plan ``P_reg``. This is an
+    - ``method="sinkhorn"``: entropic OT (POT's log-stabilised Sinkhorn), returning
+      ``<P_reg, M>^(1/p)`` for the entropic plan ``P_reg``, the plan that
+      :func:`~sklearn_measattn.losses.sinkhorn_loss` computes for the same
+      clouds with ``normalize=None``. This is an
       approximation biased *upwards* (``P_reg`` is not optimal for ``M``); the
       bias grows with ``reg``, which is absolute, in units of the cost
       ``|x - y|^p`` -- scale it to your data. A ``UserWarning`` says when
