@@ -124,10 +124,20 @@ class KernelMultiheadAttention(nn.Module):
         return qkv.permute(2, 0, 3, 1, 4).unbind(0)
 
     def queries_keys(self, x):
-        """Per-head queries and keys of ``x``, each ``(batch, n_heads, n_points, d_head)``.
+        """Per-head queries and keys of ``x``.
 
         With :func:`~sklearn_measattn.kernels.get_kernel`'s ``log_weight`` they
         give this layer's attention weights ``softmax(g(q k^T / sqrt(d_head)) + log w)``.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (batch, n_points, d_model)
+            Point features entering this layer.
+
+        Returns
+        -------
+        q, k : torch.Tensor of shape (batch, n_heads, n_points, d_head)
+            Queries and keys of every head.
         """
         q, k, _ = self._project(x)
         return q, k
