@@ -12,16 +12,7 @@ from joblib import Parallel, delayed
 from scipy.spatial.distance import cdist
 from sklearn.utils import check_random_state
 
-from .._ot import (
-    check_beta,
-    check_n_projections,
-    check_order,
-    check_reg,
-    distance_power,
-    energy_distance_batch,
-    sinkhorn_plan,
-    sliced_wasserstein_batch,
-)
+from .. import _ot  # the distances, shared with the training losses
 from .._validation import check_positive
 from ._base import (
     _aggregate,
@@ -42,14 +33,14 @@ def _wasserstein_one(x, a, y, b, p, method, reg, projections):
     scale = _binary_scale(x, y)
     x, y = x / scale, y / scale
     if method == "sliced":
-        return float(scale * sliced_wasserstein_batch(x[None], a[None], y[None], b[None], projections, p, root=True)[0])
-    distances = distance_power(x[None], y[None], 1)[0]
+        return float(scale * _ot.sliced_wasserstein_batch(x[None], a[None], y[None], b[None], projections, p, root=True)[0])
+    distances = _ot.distance_power(x[None], y[None], 1)[0]
     if float(distances.max()) == 0.0:
         return 0.0
     # Costs relative to the largest distance (a power of two): for large p the
     # raw |x - y|^p would overflow.
     largest = _binary_scale(distances)
-    M = distance_power(x[None] / largest, y[None] / largest, p)[0]
+    M = _ot.distance_power(x[None] / largest, y[None] / largest, p)[0]
     if method == "exact":
         plan = ot.emd(a, b, M, numItermax=max(100000, 50 * x.shape[0] * y.shape[0]))
         cost = float(np.sum(plan * M))
@@ -75,7 +66,7 @@ def _sinkhorn_cost(a, b, M, reg, unit, p):
             f"{unit:.3g}^{p:g}); reg is absolute, in units of |x - y|^p. Use "
             "method='exact' or 'sliced', which work at every scale."
         )
-    plan, violation = sinkhorn_plan(
+    plan, violation = _ot.sinkhorn_plan(
         M[None], a[None], b[None], np.array([reg_scaled]), max_iter=_SINKHORN_MAX_ITER, tol=_SINKHORN_TOL
     )
     cost = float(np.sum(plan * M))
@@ -191,14 +182,14 @@ def wasserstein_distance(
     >>> wasserstein_distance(y_true, y_true + [3.0, 4.0], p=2, multioutput="raw_values")
     array([5.])
     """
-    p = check_order(p)
+    p = _ot.check_order(p)
     if not isinstance(method, str) or method not in _WASSERSTEIN_METHODS:
         raise ValueError(
             f"Unknown method {method!r}; valid methods are "
             f"{', '.join(repr(m) for m in _WASSERSTEIN_METHODS)}."
         )
-    n_projections = check_n_projections(n_projections)
-    reg = check_reg(reg)
+    n_projections = _ot.check_n_projections(n_projections)
+    reg = _ot.check_reg(reg)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
         raise ValueError(
             f"n_jobs must be None, a positive number of workers or a negative one (-1: all cores, "
@@ -296,7 +287,7 @@ def energy_distance(
     >>> energy_distance(y_true, y_true + 2.0)  # 2*2 - 0.5 - 0.5
     3.0
     """
-    beta = check_beta(beta)
+    beta = _ot.check_beta(beta)
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
@@ -307,7 +298,7 @@ def energy_distance(
         # E is homogeneous of degree beta: computed at unit scale, scaled back.
         scale = _binary_scale(x, y)
         x, y = x / scale, y / scale
-        unit = max(float(energy_distance_batch(x[None], a[None], y[None], b[None], beta)[0]), 0.0)
+        unit = max(float(_ot.energy_distance_batch(x[None], a[None], y[None], b[None], beta)[0]), 0.0)
         values[i] = _times_power(unit, scale, beta, "energy distance")
     return _aggregate(values, sw, multioutput)
 
