@@ -46,10 +46,12 @@ SOURCE = Path(__file__).with_name("_csrc") / "fused_attention.cpp"
 KIND_SOFTMAX, KIND_POLY_INT, KIND_POLY_REAL, KIND_LOG, KIND_SIGMOID, KIND_SOFTPLUS = range(6)
 # -fno-trapping-math lets the compiler if-convert the branch-free kernels into
 # vector selects; -march=native is safe because the cache key includes the CPU;
-# -mprefer-vector-width=512 uses the full AVX-512 width where the CPU has it (gcc
-# tunes some Intel targets to 256-bit vectors) and changes nothing on AVX2 CPUs.
-_CFLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno",
-           "-fno-trapping-math", "-std=c++20", "-fPIC", "-shared")
+# on x86-64, -mprefer-vector-width=512 uses the full AVX-512 width where the CPU
+# has it (gcc tunes some Intel targets to 256-bit vectors) and changes nothing on
+# AVX2 CPUs (the option does not exist for other architectures).
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "x64")
+_CFLAGS = ("-O3", "-march=native", *(("-mprefer-vector-width=512",) if _X86 else ()), "-fopenmp",
+           "-fno-math-errno", "-fno-trapping-math", "-std=c++20", "-fPIC", "-shared")
 # What the one line printed before a first build says to expect (measured: 11-30 s
 # on 2-core x86-64 machines, longer while other work loads the cores).
 _BUILD_ESTIMATE = "about 15-30 s"
