@@ -303,7 +303,6 @@ def sinkhorn_loss(
     return reduce(value, reduction)
 
 
-
 def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
     """Paired mean squared error: point ``i`` of ``x`` against point ``i`` of ``y``.
 
