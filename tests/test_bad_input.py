@@ -282,6 +282,9 @@ for pname, call, expect in [
     ("make_scorer-bad_beta", lambda: make_measure_scorer("energy_distance", beta=3), raises(r"beta", ValueError)),
     ("make_scorer-fixed_clash", lambda: make_measure_scorer("sliced_wasserstein_distance", method="exact"), raises(r"fixes", ValueError)),
     ("make_scorer-valid", lambda: make_measure_scorer("mmd", bandwidth=1.0)(_Identity(), GOOD, GOOD_Y), FINITE),
+    ("make_scorer-bad_bandwidth", lambda: make_measure_scorer("mmd", bandwidth="wide"), raises(r"bandwidth", ValueError)),
+    ("make_scorer-bad_method", lambda: make_measure_scorer("wasserstein", method="fast"), raises(r"method", ValueError)),
+    ("make_scorer-bad_n_jobs", lambda: make_measure_scorer("wasserstein", n_jobs=0), raises(r"n_jobs", ValueError)),
 ]:
     case(pname, call, expect)
 

@@ -86,6 +86,24 @@ def _sinkhorn_cost(a, b, M, reg, unit, p):
     return cost
 
 
+def _check_wasserstein_params(*, p, method, n_projections, reg, n_jobs):
+    """Check the hyper-parameters of :func:`wasserstein_distance`; return ``p``, ``n_projections``, ``reg``."""
+    p = _ot.check_order(p)
+    if not isinstance(method, str) or method not in _WASSERSTEIN_METHODS:
+        raise ValueError(
+            f"Unknown method {method!r}; valid methods are "
+            f"{', '.join(repr(m) for m in _WASSERSTEIN_METHODS)}."
+        )
+    n_projections = _ot.check_n_projections(n_projections)
+    reg = _ot.check_reg(reg)
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        raise ValueError(
+            f"n_jobs must be None, a positive number of workers or a negative one (-1: all cores, "
+            f"as in joblib), got {n_jobs!r}."
+        )
+    return p, n_projections, reg
+
+
 def wasserstein_distance(
     y_true,
     y_pred,
@@ -182,19 +200,9 @@ def wasserstein_distance(
     >>> wasserstein_distance(y_true, y_true + [3.0, 4.0], p=2, multioutput="raw_values")
     array([5.])
     """
-    p = _ot.check_order(p)
-    if not isinstance(method, str) or method not in _WASSERSTEIN_METHODS:
-        raise ValueError(
-            f"Unknown method {method!r}; valid methods are "
-            f"{', '.join(repr(m) for m in _WASSERSTEIN_METHODS)}."
-        )
-    n_projections = _ot.check_n_projections(n_projections)
-    reg = _ot.check_reg(reg)
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
-        raise ValueError(
-            f"n_jobs must be None, a positive number of workers or a negative one (-1: all cores, "
-            f"as in joblib), got {n_jobs!r}."
-        )
+    p, n_projections, reg = _check_wasserstein_params(
+        p=p, method=method, n_projections=n_projections, reg=reg, n_jobs=n_jobs
+    )
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
@@ -220,6 +228,11 @@ def wasserstein_distance(
 # --------------------------------------------------------------------------- #
 # energy distance and MMD
 # --------------------------------------------------------------------------- #
+def _check_energy_params(*, beta):
+    """Check the hyper-parameter of :func:`energy_distance`; return ``beta``."""
+    return _ot.check_beta(beta)
+
+
 def energy_distance(
     y_true,
     y_pred,
@@ -287,7 +300,7 @@ def energy_distance(
     >>> energy_distance(y_true, y_true + 2.0)  # 2*2 - 0.5 - 0.5
     3.0
     """
-    beta = _ot.check_beta(beta)
+    beta = _check_energy_params(beta=beta)
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )
@@ -308,6 +321,15 @@ def _median_bandwidth(z, c):
     d = cdist(z, z).ravel()
     h = _weighted_median(d, np.outer(c, c).ravel())
     return h if h > 0 else 1.0
+
+
+def _check_mmd_params(*, bandwidth):
+    """Check the hyper-parameter of :func:`mmd`; return ``bandwidth``."""
+    if isinstance(bandwidth, str):
+        if bandwidth != "median":
+            raise ValueError(f"bandwidth must be a positive float or 'median', got {bandwidth!r}.")
+        return bandwidth
+    return check_positive(bandwidth, "bandwidth")
 
 
 def mmd(
@@ -371,11 +393,7 @@ def mmd(
     >>> round(mmd(y_true, y_true + 100.0, bandwidth=1.0), 6)  # far apart: (1 + exp(-1/2)) / 2 * 2
     1.606531
     """
-    if isinstance(bandwidth, str):
-        if bandwidth != "median":
-            raise ValueError(f"bandwidth must be a positive float or 'median', got {bandwidth!r}.")
-    else:
-        bandwidth = check_positive(bandwidth, "bandwidth")
+    bandwidth = _check_mmd_params(bandwidth=bandwidth)
     y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
         y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
     )

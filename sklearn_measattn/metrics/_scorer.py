@@ -14,7 +14,14 @@ from .._validation import (
 from ..preprocessing import symlog
 from ._base import _aggregate, _check_sample_weight
 from ._diagnostics import spread_ratio
-from ._distances import energy_distance, mmd, wasserstein_distance
+from ._distances import (
+    _check_energy_params,
+    _check_mmd_params,
+    _check_wasserstein_params,
+    energy_distance,
+    mmd,
+    wasserstein_distance,
+)
 
 
 def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=None, sample_weight=None):
@@ -221,11 +228,25 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
     return make_scorer(scored, greater_is_better=bool(greater_is_better), **kwargs)
 
 
+# Each named metric's hyper-parameter check: the same function the metric runs
+# first, called here with the scorer's fixed arguments (and the metric's
+# defaults for the others), so that a bad value fails when the scorer is made.
+_PARAMETER_CHECKS = {
+    energy_distance: _check_energy_params,
+    wasserstein_distance: _check_wasserstein_params,
+    mmd: _check_mmd_params,
+}
+
+
 def _validate_kwargs(func, kwargs):
-    """Check hyper-parameter values now (e.g. p < 1) by scoring a tiny dummy pair."""
-    dummy = np.array([[[0.0], [1.0]], [[0.5], [2.0]], [[1.0], [3.0]]])
-    skip = ("sample_weight", "weights_true", "weights_pred", "n_jobs")
-    func(dummy, dummy, **{k: v for k, v in kwargs.items() if k not in skip})
+    """Check the hyper-parameter values in ``kwargs`` (e.g. ``p < 1``) with ``func``'s own check."""
+    check = _PARAMETER_CHECKS.get(func)
+    if check is None:
+        return
+    arguments = inspect.signature(func).bind_partial(None, None, **kwargs)
+    arguments.apply_defaults()
+    names = inspect.signature(check).parameters
+    check(**{name: value for name, value in arguments.arguments.items() if name in names})
 
 
 # Built directly (no validation run at import time); make_measure_scorer gives
