@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from ._validation import check_comparable
+
 _REDUCTIONS = ("mean", "sum", "none")
 
 
@@ -57,16 +59,7 @@ def prepare_clouds(x, y, x_weights, y_weights):
     """Validate a predicted and a target batch; return ``(x, y, a, b)`` with normalised weights."""
     x = as_cloud(x, "x")
     y = as_cloud(y, "y", like=x)
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(
-            f"x has {x.shape[0]} samples but y has {y.shape[0]}; the clouds are "
-            "compared sample by sample."
-        )
-    if x.shape[2] != y.shape[2]:
-        raise ValueError(
-            f"x has {x.shape[2]} features per point but y has {y.shape[2]}; both "
-            "clouds must live in the same space."
-        )
+    check_comparable(x, y, ("x", "y"))
     a = normalized_weights(x_weights, x, "x_weights")
     b = normalized_weights(y_weights, y, "y_weights")
     return x, y, a, b

@@ -224,6 +224,24 @@ def check_n_features(X, n_features_expected, *, input_name="X"):
         )
 
 
+def check_comparable(a, b, names):
+    """Two batches of shape ``(n_samples, n_points, n_features)`` compared sample by sample.
+
+    They must agree in ``n_samples`` and ``n_features``; ``n_points`` may differ.
+    Works on numpy arrays and torch tensors alike; ``names`` name them in the error.
+    """
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(
+            f"{names[0]} has {a.shape[0]} measures but {names[1]} has {b.shape[0]}; "
+            "they are compared sample by sample and must have the same n_samples."
+        )
+    if a.shape[2] != b.shape[2]:
+        raise ValueError(
+            f"{names[0]} has {a.shape[2]} features per point but {names[1]} has "
+            f"{b.shape[2]}; the measures must live in the same space."
+        )
+
+
 def check_measure_pair(y_true, y_pred, *, weights_true=None, weights_pred=None):
     """Validate two batches of measures to compare sample by sample.
 
@@ -233,16 +251,7 @@ def check_measure_pair(y_true, y_pred, *, weights_true=None, weights_pred=None):
     """
     y_true, ragged_w_true = check_measures(y_true, input_name="y_true", dtype=np.float64)
     y_pred, ragged_w_pred = check_measures(y_pred, input_name="y_pred", dtype=np.float64)
-    if y_true.shape[0] != y_pred.shape[0]:
-        raise ValueError(
-            f"y_true has {y_true.shape[0]} measures but y_pred has {y_pred.shape[0]}; "
-            "they are compared sample by sample and must have the same n_samples."
-        )
-    if y_true.shape[2] != y_pred.shape[2]:
-        raise ValueError(
-            f"y_true has {y_true.shape[2]} features per point but y_pred has "
-            f"{y_pred.shape[2]}; the measures must live in the same space."
-        )
+    check_comparable(y_true, y_pred, ("y_true", "y_pred"))
     w_true = _combine_weights(weights_true, ragged_w_true, y_true.shape, "weights_true")
     w_pred = _combine_weights(weights_pred, ragged_w_pred, y_pred.shape, "weights_pred")
     return y_true, y_pred, w_true, w_pred
