@@ -32,7 +32,7 @@ from sklearn_measattn.attention import resolve_backend
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 
-TARGET = 1.3  # the target: a training epoch within 1.3x of softmax
+TARGET = 1.3  # the goal: a training epoch within 1.3x of softmax's
 
 
 def epoch_times(kernel, X, y, args):

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from sklearn_measattn.kernels import KERNEL_NAMES, AttentionKernel, get_kernel
 
-# kappa(s) for s >= 0 as in DESIGN.md's table; e^s below 0 except where noted.
+# kappa(s) for s >= 0 of each built-in kernel; e^s below 0 except where noted.
 REFERENCE_KAPPA = {
     "softmax": lambda s: torch.exp(s),
     "poly": lambda s: torch.where(s < 0, torch.exp(s), (1 + s.clamp(min=0)) ** 1),
