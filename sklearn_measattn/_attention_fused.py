@@ -4,6 +4,41 @@ from __future__ import annotations
 
 import torch
 
+# Largest tile of queries x keys the fused kernels are given: each thread holds
+# three float32 buffers of this many scores in backward (3 x 64 MiB here). Tiles
+# are meant to stay in cache (the default is 128 x 512); larger ones only cost
+# memory, and one of chunk_size x 512 floats per thread is allocated inside the
+# C++ kernels, where a failed allocation cannot be turned into a message.
+_MAX_TILE_ELEMENTS = 2**24
+# The kernels call BLAS with 32-bit dimensions and leading dimensions.
+_MAX_BLAS_DIM = 2**31 - 1
+
+
+def _fused_query_block(query_block, q, v, key_block):
+    """The query tile for the fused kernels, checked against the tensors and memory.
+
+    A tile larger than the number of queries is cut to it (it would hold nothing
+    more). A tile whose score buffers would exceed ``_MAX_TILE_ELEMENTS`` is
+    refused, as are feature dimensions that 32-bit BLAS arguments cannot hold,
+    before any kernel runs.
+    """
+    n_queries, d_head, d_value = q.shape[2], q.shape[3], v.shape[3]
+    for name, size in (("d_head", d_head), ("d_value", d_value)):
+        if size > _MAX_BLAS_DIM:
+            raise ValueError(
+                f"{name} = {size} is more than the fused CPU kernels' BLAS calls can index "
+                f"({_MAX_BLAS_DIM}); use backend='chunked'."
+            )
+    block = max(1, min(query_block, n_queries))
+    if block * key_block > _MAX_TILE_ELEMENTS:
+        limit = _MAX_TILE_ELEMENTS // key_block
+        raise ValueError(
+            f"chunk_size={query_block} gives the fused backend tiles of {block} x {key_block} scores "
+            f"({block * key_block * 4 / 2**20:.0f} MiB per buffer and thread, three buffers in backward); "
+            f"tiles are meant to stay in cache: use chunk_size <= {limit} (default 128), or leave it unset."
+        )
+    return block
+
 
 class _FusedKernelAttention(torch.autograd.Function):
     """The fused CPU kernels (``_csrc/fused_attention.cpp``) as an autograd function.

@@ -9,6 +9,7 @@ and a weight ``k`` counts it ``k`` times.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 from . import _fused
 from ._attention_chunked import _CHUNK_ELEMENTS, _ChunkedKernelAttention, _default_chunk
 from ._attention_flex import _flex_attention
-from ._attention_fused import _FusedKernelAttention
+from ._attention_fused import _fused_query_block, _FusedKernelAttention
 from .kernels import _fused_kind, get_kernel
 
 __all__ = ["kernel_attention", "fused_status", "BACKENDS"]
@@ -80,7 +81,8 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     chunk_size : int, optional
         Queries per block for ``"chunked"`` (by default chosen so one block of
         scores holds about 1M elements, at least 16 queries) and for ``"fused"``
-        (default 128).
+        (default 128); ignored by the other backends. A value above the number
+        of queries means one block of all of them.
 
     Returns
     -------
@@ -90,7 +92,10 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     Raises
     ------
     ValueError
-        On mismatched shapes, devices or dtypes, negative or all-zero weights,
+        On mismatched shapes, devices or dtypes, an empty feature axis
+        (``d_head`` or ``d_value`` of 0) or no keys, negative or all-zero weights,
+        a ``chunk_size`` that is not a positive integer (or, for ``"fused"``, whose
+        tiles would not fit in memory),
         an unknown backend, or a backend that cannot run the request (e.g.
         ``"sdpa"`` with a non-softmax kernel, ``"fused"`` with float64).
     RuntimeError
@@ -113,6 +118,8 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     kernel = get_kernel(kernel)
     _check_qkv(q, k, v)
     weights = _check_weights(weights, k)
+    if chunk_size is not None:
+        chunk_size = _check_chunk_size(chunk_size)
     requested = backend
     backend = resolve_backend(backend, kernel, q)
     if requested == "auto":
@@ -216,6 +223,7 @@ def _dispatch(q, k, v, kernel, log_weights, backend, chunk_size=None):
     if backend == "fused":
         kind, parameter = _fused_kind(kernel)
         query_block = _FUSED_QUERY_BLOCK if chunk_size is None else _check_chunk_size(chunk_size)
+        query_block = _fused_query_block(query_block, q, v, _FUSED_KEY_BLOCK)
         return _FusedKernelAttention.apply(q, k, v, log_weights, kind, parameter, scale, query_block, _FUSED_KEY_BLOCK)
     return _flex_attention(q, k, v, kernel.log_weight, log_weights, scale)
 
@@ -242,6 +250,15 @@ def _check_qkv(q, k, v):
         )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must have the same d_head, got {q.shape[-1]} and {k.shape[-1]}.")
+    if q.shape[-1] == 0:
+        raise ValueError(
+            "q and k have d_head = 0: the scores <q, k> / sqrt(d_head) are undefined; "
+            "give queries and keys at least one feature."
+        )
+    if v.shape[-1] == 0:
+        raise ValueError(
+            "v has d_value = 0: there is nothing to average; give the values at least one feature."
+        )
     if k.shape[2] == 0:
         raise ValueError("k has 0 points; attention needs at least one key per measure.")
     # One reduction per tensor on the public entry point only; the transformer's
@@ -270,9 +287,9 @@ def _check_weights(weights, k):
 
 
 def _check_chunk_size(chunk_size):
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    return chunk_size
+    return int(chunk_size)
 
 
 def _logits(q_block, k, log_weight, log_weights, scale):

@@ -239,3 +239,71 @@ def test_chunked_on_cuda_matches_naive(kernel):
     q, k, v = make_qkv((2, 2, 200, 8), dtype=torch.float64, seed=22, device="cuda")
     out = kernel_attention(q, k, v, kernel, backend="chunked", chunk_size=64)
     torch.testing.assert_close(out, kernel_attention(q, k, v, kernel, backend="naive"))
+
+
+def _cpu_backends(kernel):
+    """Every backend that runs ``kernel`` on float32 CPU tensors here."""
+    from sklearn_measattn import _fused
+
+    names = ["auto", "naive", "chunked"] + (["sdpa"] if kernel == "softmax" else [])
+    if kernel != "softmax" and _fused.fused_unavailable_reason() is None:
+        names.append("fused")
+    return names
+
+
+BOUNDARY_CASES = [(kernel, backend) for kernel in ("softmax", "log") for backend in _cpu_backends(kernel)]
+
+
+@pytest.mark.parametrize("kernel, backend", BOUNDARY_CASES)
+@pytest.mark.parametrize(
+    "shapes, kwargs, match",
+    [
+        (((1, 2, 8, 4), (1, 2, 8, 4), (1, 2, 8, 0)), {}, "d_value = 0"),
+        (((1, 2, 8, 0), (1, 2, 8, 0), (1, 2, 8, 3)), {}, "d_head = 0"),
+        (((1, 2, 8, 4), (1, 2, 0, 4), (1, 2, 0, 3)), {}, "0 points"),
+        (((1, 2, 8, 4), (1, 2, 8, 4), (1, 2, 8, 3)), {"chunk_size": 2.5}, "chunk_size"),
+    ],
+    ids=["value-dim-0", "head-dim-0", "no-keys", "fractional-chunk"],
+)
+def test_every_backend_refuses_degenerate_tensors_before_running(kernel, backend, shapes, kwargs, match):
+    """A size the kernels cannot run (an empty feature axis, no keys, a bad
+    block) is refused by one check at the op's entry, on every backend: no
+    division by zero, no BLAS error, no hang inside compiled code."""
+    q, k, v = (torch.randn(shape) for shape in shapes)
+    with pytest.raises(ValueError, match=match):
+        kernel_attention(q, k, v, kernel, backend=backend, **kwargs)
+
+
+@pytest.mark.parametrize("kernel, backend", BOUNDARY_CASES)
+@pytest.mark.parametrize("empty_axis", [0, 1, 2])
+def test_empty_batch_heads_or_queries_give_an_empty_output(kernel, backend, empty_axis):
+    shape = [2, 2, 5, 4]
+    shape[empty_axis] = 0
+    q = torch.randn(shape)
+    kv_shape = list(shape)
+    kv_shape[2] = 6
+    k, v = torch.randn(kv_shape), torch.randn(kv_shape[:3] + [3])
+    out = kernel_attention(q, k, v, kernel, backend=backend)
+    assert out.shape == (*shape[:3], 3)
+
+
+@pytest.mark.parametrize("kernel, backend", BOUNDARY_CASES)
+def test_a_chunk_size_beyond_the_queries_is_cut_to_them(kernel, backend):
+    """A huge block size (larger than any buffer could be) runs as one block of all queries."""
+    q, k, v = make_qkv(dtype=torch.float32)
+    reference = kernel_attention(q, k, v, kernel, backend="naive")
+    out = kernel_attention(q, k, v, kernel, backend=backend, chunk_size=2**40)
+    torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_refuses_a_tile_too_large_for_memory():
+    """Sizes against memory: a block of queries whose tiles would take gigabytes
+    per thread is refused with the largest usable value, before the C++ kernels
+    try (and fail) to allocate it."""
+    from sklearn_measattn import _fused
+
+    if _fused.fused_unavailable_reason() is not None:
+        pytest.skip("the fused CPU kernels are not built here")
+    q = torch.randn(1, 1, 40_000, 1)
+    with pytest.raises(ValueError, match=r"use chunk_size <= \d+"):
+        kernel_attention(q, q, q, "log", backend="fused", chunk_size=40_000)
