@@ -1,14 +1,15 @@
-"""Build and load the fused CPU attention kernels (``_csrc/fused_attention.cpp``).
+"""Build and load the fused CPU kernels (``_csrc/*.cpp``): attention and the energy distance.
 
-The C++ source ships with the package and is compiled on first use with the
-machine's C++ compiler against the installed torch, into a cache directory;
-later processes load the cached library. The first build prints one line to
+The C++ sources ship with the package and are compiled together on first use,
+with the machine's C++ compiler against the installed torch, into one library
+in a cache directory; later processes load the cached library. The first build prints one line to
 stderr saying what is compiled and about how long it takes. Processes that start
 at once build it once (the others wait on a file lock, then load it); a cached
 library that fails to load (a truncated or corrupt file) is rebuilt once; a cache
 directory that cannot be written falls back to one under the system's temporary
 directory. Every other failure (no compiler, a torch build without the BLAS
-symbol) leaves the pure-PyTorch ``"chunked"`` backend in charge, and
+symbol) leaves the pure-PyTorch ``"chunked"`` backends (attention and energy)
+in charge, and
 :func:`fused_unavailable_reason` says why.
 
 Environment variables
@@ -41,7 +42,7 @@ import torch
 
 logger = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("_csrc") / "fused_attention.cpp"
+SOURCES = tuple(Path(__file__).with_name("_csrc") / name for name in ("fused_attention.cpp", "fused_energy.cpp"))
 # Keep in sync with the Kind enum of the C++ source.
 KIND_SOFTMAX, KIND_POLY_INT, KIND_POLY_REAL, KIND_LOG, KIND_SIGMOID, KIND_SOFTPLUS = range(6)
 # -fno-trapping-math lets the compiler if-convert the branch-free kernels into
@@ -69,7 +70,7 @@ def fused_unavailable_reason():
         if not _state["loaded"] and _state["reason"] is None:
             _state["reason"] = _load()
             if _state["reason"] is not None and "MEASATTN_FUSED=0" not in _state["reason"]:
-                logger.warning("fused CPU attention unavailable (%s); using the chunked backend", _state["reason"])
+                logger.warning("fused CPU kernels unavailable (%s); using the chunked backends", _state["reason"])
     return _state["reason"]
 
 
@@ -96,7 +97,7 @@ def _load():
             try:
                 torch.ops.load_library(str(library))
             except OSError as error:  # a truncated or corrupt cached file: rebuild it once
-                logger.warning("cached fused attention library %s failed to load (%s); rebuilding it", library, error)
+                logger.warning("cached fused kernel library %s failed to load (%s); rebuilding it", library, error)
                 library.unlink(missing_ok=True)
                 _build(compiler, library)
                 torch.ops.load_library(str(library))
@@ -109,13 +110,14 @@ def _load():
 
 
 def _build(compiler, library):
-    print(f"sklearn_measattn: compiling the fused CPU attention kernels ({SOURCE.name}, C++ against torch "
+    names = ", ".join(source.name for source in SOURCES)
+    print(f"sklearn_measattn: compiling the fused CPU kernels ({names}, C++ against torch "
           f"{torch.__version__}) into {library.parent}; {_BUILD_ESTIMATE}, once per machine and torch version.",
           file=sys.stderr, flush=True)
     started = time.perf_counter()
     _compile(compiler, library)
     _state["build_seconds"] = time.perf_counter() - started
-    logger.info("built fused attention kernels in %.1f s: %s", _state["build_seconds"], library)
+    logger.info("built fused CPU kernels in %.1f s: %s", _state["build_seconds"], library)
 
 
 @contextlib.contextmanager
@@ -133,7 +135,7 @@ def _build_lock(library):
 
 
 def _register_fake_kernels():
-    """Shape-only versions of the two ops, so ``torch.compile`` can trace models
+    """Shape-only versions of the ops, so ``torch.compile`` can trace models
     that use them (without these, dynamo fails on the real kernels' fake tensors)."""
 
     @torch.library.register_fake("measattn_fused::forward")
@@ -143,6 +145,10 @@ def _register_fake_kernels():
     @torch.library.register_fake("measattn_fused::backward")
     def _backward(q, k, v, log_weights, out, log_normalizer, grad_out, kind, parameter, scale, query_block, key_block):
         return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+    @torch.library.register_fake("measattn_fused::energy_moment")
+    def _energy_moment(x, y_t, w, beta, want_grad):
+        return x.new_empty(x.shape[:2]), x.new_empty(x.shape if want_grad else (0,))
 
 
 def _cache_dir():
@@ -166,7 +172,7 @@ def _writable_cache_dir():
             logger.warning("cache directory %s is not writable (%s)", directory, error)
             continue
         if directory != preferred:
-            logger.warning("building the fused attention kernels in %s instead of %s", directory, preferred)
+            logger.warning("building the fused CPU kernels in %s instead of %s", directory, preferred)
         return directory
     raise OSError(f"neither {preferred} nor the temporary directory can be written; set MEASATTN_CACHE_DIR")
 
@@ -185,7 +191,8 @@ def _cpu_signature():
 
 def _library_path(compiler, directory):
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), torch.__version__.encode(), compiler.encode(), " ".join(_CFLAGS).encode(),
+    sources = [source.read_bytes() for source in SOURCES]
+    for part in (*sources, torch.__version__.encode(), compiler.encode(), " ".join(_CFLAGS).encode(),
                  _cpu_signature().encode()):
         key.update(part)
         key.update(b"\0")
@@ -204,7 +211,7 @@ def _compile(compiler, library):
     # workers, pytest-xdist) may build at once, and a reader never sees half a file.
     handle, partial = tempfile.mkstemp(suffix=".so", dir=library.parent)
     os.close(handle)
-    command = [compiler, *_CFLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *includes, str(SOURCE), "-o", partial,
+    command = [compiler, *_CFLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *includes, *map(str, SOURCES), "-o", partial,
                *links, "-lc10", "-ltorch_cpu"]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=600)

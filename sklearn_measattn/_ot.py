@@ -14,6 +14,7 @@ parameter has one range and one message.
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -106,41 +107,30 @@ def _torch_distance_power(x, y, power):
     return torch.where(zero, torch.zeros_like(sq), safe.pow(power / 2.0))
 
 
-def _bilinear(a, matrix, b):
-    """``sum_ij a_i matrix_ij b_j`` per sample (batched matrix products)."""
-    return (a[:, None, :] @ (matrix @ b[:, :, None]))[:, 0, 0]
-
-
 # --------------------------------------------------------------------------- #
 # energy distance
 # --------------------------------------------------------------------------- #
-# Distances held at a time: 2**22 float64 values keep a block near 32 MiB, so
-# the energy distance of large clouds needs O(N + M) memory, not O(N M).
-ENERGY_BLOCK_ELEMENTS = 2**22
-
-
-def energy_distance_batch(x, a, y, b, beta):
+def energy_distance_batch(x, a, y, b, beta, *, backend="auto"):
     """``2 E|X - Y|^beta - E|X - X'|^beta - E|Y - Y'|^beta`` per sample.
 
     The expectations are taken exactly under the weighted empirical measures
     (a V-statistic: the pairs ``X = X'`` included), so the value depends on the
     measures only. Not clipped at 0: rounding can leave ``~ -1e-16`` relative.
+    Computed in ``O(N + M)`` memory by :mod:`sklearn_measattn._energy`, for
+    numpy arrays (in float64) and torch tensors alike; ``backend`` is one of
+    its backends.
     """
-    return (
-        2.0 * _distance_moment(x, a, y, b, beta)
-        - _distance_moment(x, a, x, a, beta)
-        - _distance_moment(y, b, y, b, beta)
-    )
+    import torch
 
+    from . import _energy
 
-def _distance_moment(x, a, y, b, beta):
-    """``sum_ij a_i b_j |x_i - y_j|^beta`` per sample, in row blocks of the distances."""
-    rows = max(1, ENERGY_BLOCK_ELEMENTS // max(1, y.shape[0] * y.shape[1]))
-    total = 0.0
-    for start in range(0, x.shape[1], rows):
-        block = distance_power(x[:, start : start + rows], y, beta)
-        total = total + _bilinear(a[:, start : start + rows], block, b)
-    return total
+    if isinstance(x, np.ndarray):
+        as_tensor = functools.partial(torch.as_tensor, dtype=torch.float64)
+        with torch.no_grad():
+            value = _energy.energy_distance(as_tensor(x), as_tensor(a), as_tensor(y), as_tensor(b), beta,
+                                            backend=backend)
+        return value.numpy()
+    return _energy.energy_distance(x, a, y, b, beta, backend=backend)
 
 
 # --------------------------------------------------------------------------- #

@@ -79,6 +79,86 @@ def test_energy_zero_symmetric_and_monotone(clouds):
     assert all(v0 > v1 for v0, v1 in zip(values, values[1:]))
 
 
+ENERGY_BACKENDS = ["fused", "chunked"]
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Chunked blocks of a few rows, so that a small test crosses block edges."""
+    from sklearn_measattn import _energy
+
+    monkeypatch.setattr(_energy, "BLOCK_ELEMENTS", 64)
+
+
+@pytest.mark.parametrize("backend", ENERGY_BACKENDS)
+@pytest.mark.parametrize("beta", [1.0, 0.5, 1.5])
+def test_energy_backends_equal_the_dense_v_statistic_and_its_gradient(backend, beta, small_blocks):
+    """Value and gradients (x and y) to 1e-8 relative in float64, with weights,
+    absent points (zero weight, far away), coincident points and ragged sizes."""
+    rng = np.random.default_rng(11)
+    x, y = rng.standard_t(1.5, size=(3, 37, 3)), rng.normal(size=(3, 29, 3)) * 2
+    x[0, 3] = x[0, 4]  # coincident points within x, and across x and y
+    y[1, 2] = x[1, 5]
+    x[:, -4:] = 1e6  # absent points: zero weight, far from everything
+    a, b = rng.uniform(0.1, 2.0, size=(3, 37)), rng.uniform(0.1, 2.0, size=(3, 29))
+    a[:, -4:] = 0.0
+    b[2, :10] = 0.0
+    weights = torch.arange(1.0, 4.0, dtype=torch.float64)
+
+    def value_and_grads(backend):
+        xt, yt = _t(x).requires_grad_(True), _t(y).requires_grad_(True)
+        value = energy_loss(xt, yt, _t(a), _t(b), beta=beta, reduction="none", backend=backend)
+        (value * weights).sum().backward()
+        return value.detach(), xt.grad, yt.grad
+
+    expected = value_and_grads("reference")
+    got = value_and_grads(backend)
+    assert_allclose(got[0].numpy(), [_np_energy(x[i], y[i], a[i], b[i], beta) for i in range(3)], rtol=1e-8)
+    for g, e in zip(got, expected):
+        assert_allclose(g.numpy(), e.numpy(), rtol=1e-8, atol=1e-8 * float(e.abs().max()))
+    assert float(got[1][:, -4:].abs().max()) == 0.0  # absent points get no gradient
+
+
+@pytest.mark.parametrize("backend", ENERGY_BACKENDS)
+def test_energy_backends_float32_close_to_float64(backend, small_blocks):
+    rng = np.random.default_rng(12)
+    x, y = rng.normal(size=(2, 50, 2)), rng.normal(size=(2, 40, 2)) + 0.3
+    exact = energy_loss(_t(x), _t(y), reduction="none", backend="reference")
+    xt = torch.tensor(x, dtype=torch.float32, requires_grad=True)
+    got = energy_loss(xt, torch.tensor(y, dtype=torch.float32), reduction="none", backend=backend)
+    got.sum().backward()
+    assert got.dtype == torch.float32
+    assert_allclose(got.detach().numpy(), exact.numpy(), rtol=1e-4)
+    assert torch.all(torch.isfinite(xt.grad))
+
+
+@pytest.mark.parametrize("backend", ENERGY_BACKENDS)
+def test_energy_backends_propagate_non_finite_predictions(backend):
+    """An overflowed prediction must reach the loss (the training guard sees it)."""
+    x = torch.zeros(1, 4, 2)
+    x[0, 1, 0] = float("nan")
+    assert torch.isnan(energy_loss(x, torch.ones(1, 3, 2), backend=backend))
+
+
+def test_energy_backend_is_checked():
+    with pytest.raises(ValueError, match="backend must be one of"):
+        energy_loss(torch.zeros(1, 2, 1), torch.zeros(1, 2, 1), backend="cuda")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        get_loss("energy", backend="fast")
+    with pytest.raises(ValueError, match="float32 or float64 tensors on the CPU"):
+        energy_loss(torch.zeros(1, 2, 1, dtype=torch.float16), torch.zeros(1, 2, 1), backend="fused")
+
+
+def test_energy_reference_backend_is_twice_differentiable():
+    x = torch.randn(1, 5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    y = torch.randn(1, 4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    (grad,) = torch.autograd.grad(energy_loss(x, y, backend="reference"), x, create_graph=True)
+    (second,) = torch.autograd.grad(grad.square().sum(), x)
+    assert torch.all(torch.isfinite(second))
+    (fast,) = torch.autograd.grad(energy_loss(x, y), x)
+    assert_allclose(fast.numpy(), grad.detach().numpy(), rtol=1e-10)
+
+
 # --------------------------------------------------------------------------- gradients
 LOSS_FUNCS = [
     pytest.param(lambda x, y, *w: energy_loss(x, y, *w), id="energy"),

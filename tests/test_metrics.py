@@ -387,18 +387,19 @@ def test_attention_ess_max_queries_subsamples_queries():
         attention_ess(X, "log", max_queries=0)
 
 
-def test_energy_distance_blocks_match_one_block(monkeypatch):
-    """Row-blocked accumulation (O(n) memory) gives the value of the full matrices."""
-    import sklearn_measattn._ot as shared_cores
-
+def test_energy_distance_metric_equals_the_dense_formula():
+    """The metric (O(n) memory) gives the dense V-statistic, weights included."""
     rng = np.random.default_rng(5)
     y_true, y_pred = rng.normal(size=(2, 300, 2)), rng.standard_t(2.0, size=(2, 250, 2))
     weights = rng.uniform(0.1, 1.0, size=(2, 300))
-    full = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
-    monkeypatch.setattr(shared_cores, "ENERGY_BLOCK_ELEMENTS", 1000)
-    blocked = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
-    np.testing.assert_allclose(blocked, full, rtol=1e-12)
-    assert full.min() > 0
+    got = energy_distance(y_true, y_pred, beta=1.5, weights_true=weights, multioutput="raw_values")
+    for i in range(2):
+        a = weights[i] / weights[i].sum()
+        b = np.full(250, 1 / 250)
+        d = lambda u, v: np.linalg.norm(u[:, None] - v[None], axis=-1) ** 1.5  # noqa: E731
+        dense = 2 * a @ d(y_true[i], y_pred[i]) @ b - a @ d(y_true[i], y_true[i]) @ a - b @ d(y_pred[i], y_pred[i]) @ b
+        np.testing.assert_allclose(got[i], dense, rtol=1e-10)
+    assert got.min() > 0
 
 
 @pytest.mark.parametrize("p", [1, 2])
