@@ -12,7 +12,7 @@ Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`
 
 from . import datasets, experiments, metrics
 from .attention import kernel_attention
-from .estimator import MeasureTransformerRegressor
+from .estimator import MeasureTransformerRegressor, StopTraining
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
 from .metrics import get_scorer
 from .preprocessing import SymlogTransformer
@@ -25,6 +25,7 @@ __all__ = [
     "KERNEL_NAMES",
     "MeasureTransformer",
     "MeasureTransformerRegressor",
+    "StopTraining",
     "SymlogTransformer",
     "datasets",
     "experiments",

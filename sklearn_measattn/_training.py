@@ -8,7 +8,10 @@ training, so that bad input never leaves a half-trained estimator.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import signal
+import threading
 
 import numpy as np
 import torch
@@ -106,26 +109,120 @@ class _MeasureNet(NeuralNetRegressor):
         return loss
 
     def fit_loop(self, X, y=None, epochs=None, **fit_params):
-        try:
-            return super().fit_loop(X, y, epochs=epochs, **fit_params)
-        except KeyboardInterrupt as exc:
-            if _raised_by_callback(exc):
-                return self  # skorch's way for a callback (EarlyStopping) to end training
-            raise TrainingInterrupted from None
+        with _watch_sigint() as sigint:
+            try:
+                return super().fit_loop(X, y, epochs=epochs, **fit_params)
+            except KeyboardInterrupt as exc:
+                if not sigint.arrived and _is_deliberate_stop(exc):
+                    return self  # skorch's way for early stopping to end training
+                raise TrainingInterrupted(_interrupt_origin(exc, sigint.arrived)) from None
 
 
 class TrainingInterrupted(BaseException):
-    """Carries a KeyboardInterrupt past skorch, which would swallow it."""
+    """Carries a KeyboardInterrupt past skorch, which would swallow it; its
+    argument says where it came from."""
 
 
-def _raised_by_callback(exc):
-    """Whether a KeyboardInterrupt was raised by a skorch callback's hook (skorch's
-    convention to stop training, e.g. EarlyStopping) rather than by Ctrl-C."""
+class StopTraining(KeyboardInterrupt):
+    """Raise from a callback's hook to end training early and keep the model.
+
+    skorch ends training when a callback raises ``KeyboardInterrupt`` (that is
+    how :class:`skorch.callbacks.EarlyStopping` works), but so does Ctrl-C, and
+    a fit interrupted by the user must not look fitted. So
+    :class:`~sklearn_measattn.MeasureTransformerRegressor` treats a
+    ``KeyboardInterrupt`` from anywhere in training as an interrupt (``fit``
+    raises it and the estimator is left unfitted), except this exception and
+    skorch's ``EarlyStopping``, which end training normally: the estimator is
+    fitted with the epochs run so far.
+
+    Examples
+    --------
+    >>> from skorch.callbacks import Callback
+    >>> from sklearn_measattn import MeasureTransformerRegressor, StopTraining
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> class StopAfterTwo(Callback):
+    ...     def on_epoch_end(self, net, **kwargs):
+    ...         if len(net.history) == 2:
+    ...             raise StopTraining
+    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+    >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=5,
+    ...                                     callbacks=[StopAfterTwo()], random_state=0).fit(X, y)
+    >>> len(model.history_)
+    2
+    """
+
+
+class _SigintState:
+    arrived = False
+
+
+@contextlib.contextmanager
+def _watch_sigint():
+    """Record whether a real Ctrl-C (SIGINT) arrives, then handle it as before.
+
+    A ``KeyboardInterrupt`` raised by code cannot be told from one raised by the
+    signal handler, so this one notes the signal before passing it on to the
+    handler that was installed (Python's, which raises ``KeyboardInterrupt``).
+    Signal handlers can only be set from the main thread; elsewhere (threaded
+    searches) nothing is recorded, and Ctrl-C reaches the main thread anyway.
+    """
+    state = _SigintState()
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def note_and_forward(signum, frame):
+        state.arrived = True
+        previous(signum, frame)
+
+    try:
+        signal.signal(signal.SIGINT, note_and_forward)
+    except ValueError:  # not the main thread of the main interpreter
+        yield state
+        return
+    try:
+        yield state
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _hook_frame(exc):
+    """The innermost callback hook in ``exc``'s traceback: ``(callback, hook name,
+    whether the hook raised it itself)``, or ``(None, None, False)``."""
+    found = (None, None, False)
     tb = exc.__traceback__
-    while tb.tb_next is not None:
+    while tb is not None:
+        frame = tb.tb_frame
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, Callback) and frame.f_code.co_name.startswith("on_"):
+            found = (owner, frame.f_code.co_name, tb.tb_next is None)
         tb = tb.tb_next
-    frame = tb.tb_frame
-    return isinstance(frame.f_locals.get("self"), Callback) and frame.f_code.co_name.startswith("on_")
+    return found
+
+
+def _is_deliberate_stop(exc):
+    """Whether a KeyboardInterrupt is a request to end training early: the
+    package's StopTraining, or skorch's EarlyStopping raising it in its hooks.
+    Anything else (Ctrl-C, a KeyboardInterrupt raised in user code, callbacks
+    included) is an interrupt."""
+    if isinstance(exc, StopTraining):
+        return True
+    owner, _, direct = _hook_frame(exc)
+    return direct and isinstance(owner, EarlyStopping)
+
+
+def _interrupt_origin(exc, sigint):
+    """Where an interrupt came from, for the message ``fit`` raises."""
+    if sigint:
+        return ""
+    owner, hook, _ = _hook_frame(exc)
+    if owner is None:
+        return ""
+    return (
+        f" (raised by callback {type(owner).__name__}.{hook}; to end training early from a "
+        "callback and keep the model, raise sklearn_measattn.StopTraining there)"
+    )
 
 
 def _nonfinite_forward_hint(module, batch, device):

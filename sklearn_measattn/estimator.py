@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._persistence import VersionStampMixin
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
+    StopTraining,
     TrainingInterrupted,
     as_batch,
     build_net,
@@ -33,7 +34,7 @@ from .kernels import get_kernel
 from .losses import get_loss
 from .metrics import SCORING_SPACES, energy_distance, to_space
 
-__all__ = ["MeasureTransformerRegressor"]
+__all__ = ["MeasureTransformerRegressor", "StopTraining"]
 
 _FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_", "device_")
 _POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
@@ -116,7 +117,10 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         0 is silent; 1 prints skorch's per-epoch table and a progress bar.
     callbacks : list of skorch callbacks, default=None
         Extra callbacks (e.g. ``skorch.callbacks.LRScheduler``,
-        ``Checkpoint``), as objects or ``(name, callback)`` pairs.
+        ``Checkpoint``), as objects or ``(name, callback)`` pairs. To end
+        training early from a callback, raise
+        :class:`~sklearn_measattn.StopTraining` (a bare ``KeyboardInterrupt``
+        means Ctrl-C: ``fit`` raises it and leaves the estimator unfitted).
     score_space : {"raw", "symlog"}, default="raw"
         Where :meth:`score` compares predicted and target measures: as they
         are, or after ``sign(y) * log1p(|y|)`` of every coordinate (see
@@ -285,8 +289,12 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             When the training loss becomes non-finite; the estimator is then
             left unfitted.
         KeyboardInterrupt
-            On Ctrl-C during training; the estimator is then left unfitted
-            (skorch would keep the half-trained net).
+            On Ctrl-C during training, or a ``KeyboardInterrupt`` raised
+            anywhere in it (a callback's hooks included); the estimator is then
+            left unfitted (skorch would keep the half-trained net). A callback
+            ends training early and keeps the model by raising
+            :class:`~sklearn_measattn.StopTraining`; skorch's ``EarlyStopping``
+            keeps working as in skorch.
 
         Notes
         -----
@@ -387,11 +395,14 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
             else:
                 net.fit(inputs, y_model.astype(np.float32))
-        except TrainingInterrupted:
+        except (TrainingInterrupted, KeyboardInterrupt) as exc:
             # skorch would swallow Ctrl-C and leave a half-trained net that looks
             # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
+            # (A KeyboardInterrupt outside skorch's loop, e.g. in on_train_begin or
+            # on_train_end, arrives here unwrapped.)
+            origin = exc.args[0] if isinstance(exc, TrainingInterrupted) and exc.args else ""
             raise KeyboardInterrupt(
-                f"Training interrupted at epoch {len(net.history)} of {total}; the "
+                f"Training interrupted at epoch {len(net.history)} of {total}{origin}; the "
                 "estimator is left unfitted."
             ) from None
 

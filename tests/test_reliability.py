@@ -7,6 +7,7 @@ user callables checked before any work.
 """
 
 import math
+import signal
 import threading
 
 import numpy as np
@@ -15,9 +16,9 @@ import torch
 from joblib import Parallel, delayed, parallel_config
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.model_selection import GridSearchCV
-from skorch.callbacks import Callback
+from skorch.callbacks import Callback, EarlyStopping
 
-from sklearn_measattn import MeasureTransformer, MeasureTransformerRegressor, SymlogTransformer
+from sklearn_measattn import MeasureTransformer, MeasureTransformerRegressor, StopTraining, SymlogTransformer
 from sklearn_measattn.attention import kernel_attention
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.kernels import AttentionKernel, get_kernel
@@ -304,8 +305,7 @@ def test_paired_loss_refuses_different_point_counts_per_measure():
         MeasureTransformerRegressor(**TINY, loss="mse").fit(X, y)
 
 
-def test_ctrl_c_propagates_and_leaves_the_estimator_unfitted(data):
-    X, y = data
+def _interrupt_in_loss():
     calls = []
 
     def interrupted_loss(y_pred, y_true, pred_weights, true_weights):
@@ -314,22 +314,89 @@ def test_ctrl_c_propagates_and_leaves_the_estimator_unfitted(data):
             raise KeyboardInterrupt
         return energy_loss(y_pred, y_true, pred_weights, true_weights)
 
-    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 5}, loss=interrupted_loss)
+    return {"loss": interrupted_loss}
+
+
+class _InterruptIn(Callback):
+    """Raises KeyboardInterrupt (or sends a real SIGINT) in one hook, in epoch 2."""
+
+    def __init__(self, hook, how="raise"):
+        self.hook, self.how = hook, how
+
+    def _maybe(self, net, hook):
+        if hook == self.hook and len(net.history) == 2:
+            if self.how == "signal":
+                signal.raise_signal(signal.SIGINT)
+            elif self.how == "nested":
+                _deep_helper()
+            else:
+                raise KeyboardInterrupt
+
+    def on_batch_end(self, net, **kwargs):
+        self._maybe(net, "on_batch_end")
+
+    def on_epoch_end(self, net, **kwargs):
+        self._maybe(net, "on_epoch_end")
+
+    def on_grad_computed(self, net, named_parameters, **kwargs):
+        self._maybe(net, "on_grad_computed")
+
+
+def _deep_helper():
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param(_interrupt_in_loss, id="loss"),
+        pytest.param(lambda: {"callbacks": [_InterruptIn("on_batch_end")]}, id="callback-batch"),
+        pytest.param(lambda: {"callbacks": [_InterruptIn("on_epoch_end")]}, id="callback-epoch"),
+        pytest.param(lambda: {"callbacks": [_InterruptIn("on_grad_computed")]}, id="callback-grad"),
+        pytest.param(lambda: {"callbacks": [_InterruptIn("on_epoch_end", "nested")]}, id="callback-helper"),
+        pytest.param(lambda: {"callbacks": [_InterruptIn("on_batch_end", "signal")]}, id="real-sigint"),
+        pytest.param(lambda: {"callbacks": [_InterruptIn("on_epoch_end", "signal")], "early_stopping": True,
+                              "validation_fraction": 0.25}, id="real-sigint-with-early-stopping"),
+    ],
+)
+def test_an_interrupt_from_anywhere_in_training_leaves_the_estimator_unfitted(data, params):
+    """Ctrl-C (a real SIGINT or a KeyboardInterrupt raised in the loss, in any
+    callback hook, or deeper) ends fit with KeyboardInterrupt and no fitted
+    attributes, never a model that looks fitted after a fraction of its epochs."""
+    X, y = data
+    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 5, **params()})
     with pytest.raises(KeyboardInterrupt, match="interrupted at epoch 2 of 5"):
         model.fit(X, y)
     assert not hasattr(model, "net_")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
 
 
-def test_a_callback_may_still_stop_training_the_skorch_way(data):
+def test_a_keyboard_interrupt_from_a_callback_says_how_to_stop_early(data):
     X, y = data
+    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 5}, callbacks=[_InterruptIn("on_epoch_end")])
+    with pytest.raises(KeyboardInterrupt, match=r"_InterruptIn\.on_epoch_end.*raise sklearn_measattn\.StopTraining"):
+        model.fit(X, y)
 
-    class StopAfterTwo(Callback):
-        def on_epoch_end(self, net, **kwargs):
-            if len(net.history) == 2:
-                raise KeyboardInterrupt
 
-    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 5}, callbacks=[StopAfterTwo()]).fit(X, y)
+class _StopAfterTwo(Callback):
+    def on_epoch_end(self, net, **kwargs):
+        if len(net.history) == 2:
+            raise StopTraining
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({"callbacks": [_StopAfterTwo()]}, id="StopTraining"),
+        pytest.param({"callbacks": [EarlyStopping(monitor="train_loss", patience=1, threshold=1e9)]},
+                     id="skorch-EarlyStopping"),
+    ],
+)
+def test_a_callback_ends_training_early_and_keeps_the_model(data, params):
+    X, y = data
+    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 5}, **params).fit(X, y)
     assert len(model.history_) == 2
+    assert model.predict(X).shape == y.shape
 
 
 # --------------------------------------------------------------------------- #
