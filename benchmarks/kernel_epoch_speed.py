@@ -10,10 +10,10 @@ ratio ``median(kernel) / median(softmax)`` measured in this one process run.
 
 Usage::
 
-    python benchmarks/training_speed.py --quick          # 1 round, N = 256; well under a minute
-    python benchmarks/training_speed.py                  # 3 rounds x 4 epochs, N = 256; a few minutes on CPU
-    python benchmarks/training_speed.py --n-points 1024 --rounds 2
-    python benchmarks/training_speed.py --threads 1 --backend chunked
+    python benchmarks/kernel_epoch_speed.py --quick          # 1 round, N = 256; well under a minute
+    python benchmarks/kernel_epoch_speed.py                  # 3 rounds x 4 epochs, N = 256; a few minutes on CPU
+    python benchmarks/kernel_epoch_speed.py --n-points 1024 --rounds 2
+    python benchmarks/kernel_epoch_speed.py --threads 1 --backend chunked
 """
 
 from __future__ import annotations
