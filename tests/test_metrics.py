@@ -336,6 +336,68 @@ def test_make_measure_scorer_and_get_scorer(scale_data):
         make_measure_scorer("energy_distance", gamma=1.0)
 
 
+NAMED_METRICS = ["energy_distance", "energy", "wasserstein_distance", "wasserstein", "sliced_wasserstein_distance",
+                 "sliced_wasserstein", "mmd", "spread_ratio"]
+
+
+@pytest.mark.parametrize("metric", NAMED_METRICS)
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"gamma": 1.0}, "unexpected keyword"),  # not the metric's parameter at all
+        ({"multioutput": "raw_values"}, "one number"),  # taken by the metric, but a scorer supplies it
+        ({"sample_weight": np.ones(12)}, "each call"),
+        ({"weights_true": np.ones((12, 8))}, "measures scored"),
+        ({"weights_pred": np.ones((12, 8))}, "measures scored"),
+    ],
+    ids=["unknown", "multioutput", "sample_weight", "weights_true", "weights_pred"],
+)
+def test_a_scorer_refuses_arguments_it_cannot_score_with(metric, kwargs, match, scale_data):
+    """An argument the scored function does not take, or one that the scorer
+    must supply itself on each call, fails when the scorer is made, never as a
+    NaN score (GridSearchCV's error_score) later."""
+    with pytest.raises(ValueError, match=match):
+        make_measure_scorer(metric, **kwargs)
+
+
+def test_a_callable_metric_is_checked_against_its_own_signature(scale_data):
+    X, y = scale_data
+    with pytest.raises(ValueError, match="unexpected keyword.*takes scale"):
+        make_measure_scorer(lambda yt, yp, *, scale=1.0: float(np.abs(yt - yp).mean()) * scale, p=2)
+    with pytest.raises(ValueError, match="each call"):
+        make_measure_scorer(lambda yt, yp, sample_weight=None: 0.0, sample_weight=np.ones(12))
+    takes_any = make_measure_scorer(lambda yt, yp, **kwargs: float(kwargs["scale"]), scale=3.0)
+    assert takes_any(ScaleRegressor(), X, y) == -3.0
+
+
+@pytest.mark.parametrize("name", [n for n in SCORER_NAMES if not n.endswith("_scorer")])
+def test_both_spellings_of_a_scorer_are_one_scorer(name, scale_data):
+    """get_scorer's name and make_measure_scorer's metric name (with its space)
+    come from one table: the same function and arguments, the same scores, and
+    the same score on every call (the sliced projections are seeded)."""
+    X, y = scale_data
+    base, space = (name[: -len("_symlog")], "symlog") if name.endswith("_symlog") else (name, "raw")
+    metric = base.removeprefix("neg_")
+    made = make_measure_scorer(metric, space=space)
+    named = get_scorer(name)
+    assert made._kwargs == named._kwargs
+    assert repr(made._score_func) == repr(named._score_func)
+    est = ScaleRegressor(scale=1.3)
+    scores = [made(est, X, y), made(est, X, y), named(est, X, y), named(est, X, y)]
+    assert len(set(scores)) == 1, scores
+    alias = {"energy_distance": "energy", "wasserstein_distance": "wasserstein",
+             "sliced_wasserstein_distance": "sliced_wasserstein"}.get(metric)
+    if alias is not None:
+        assert make_measure_scorer(alias, space=space)(est, X, y) == scores[0]
+
+
+def test_the_sliced_scorer_takes_another_seed():
+    X = np.random.default_rng(1).normal(size=(6, 10, 3))
+    est = ScaleRegressor(scale=2.0)
+    seeded = [make_measure_scorer("sliced_wasserstein", random_state=seed)(est, X, X) for seed in (0, 1)]
+    assert seeded[0] == get_scorer("neg_sliced_wasserstein_distance")(est, X, X) != seeded[1]
+
+
 # --------------------------------------------------------------------------- #
 # invalid input
 # --------------------------------------------------------------------------- #

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import inspect
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.metrics import make_scorer
@@ -40,19 +42,60 @@ def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=Non
     return _aggregate(deviation, sw, "uniform_average", undefined_ok=True)
 
 
-# Each metric with its fixed arguments and, in one place, what its scorer
-# minimises: the metric itself for distances, |log ratio| for the spread ratio,
-# whose ideal is 1 (scoring the ratio itself would reward collapsed models).
+class _ScoredMetric(NamedTuple):
+    """One row of the scorer table."""
+
+    #: The public metric, whose signature and hyper-parameter checks apply.
+    func: Callable
+    #: What the scorer minimises (the metric itself for distances).
+    scored: Callable
+    #: Arguments that define this metric (a user may not change them).
+    fixed: dict
+    #: Arguments the scorer sets unless the user gives them.
+    defaults: dict
+    #: Short name for make_measure_scorer, or None.
+    alias: str | None
+    #: get_scorer name (a symlog variant is named ``<scorer>_symlog``), or None.
+    scorer: str | None
+    #: Name of the module-level scorer object, also accepted by get_scorer.
+    scorer_object: str | None
+
+
+# The one table of scorers: make_measure_scorer(name) and get_scorer(scorer
+# name) both build from it, so the two spellings of a scorer are one object.
+# What each scorer minimises, in one place: the metric itself for distances,
+# |log ratio| for the spread ratio, whose ideal is 1 (scoring the ratio itself
+# would reward collapsed models). A scorer must give the same score to the same
+# predictions on every call (GridSearchCV compares candidates by it), so the
+# Wasserstein scorers fix the seed of the sliced method's projections.
 _METRICS = {
-    "energy_distance": (energy_distance, {}, energy_distance),
-    "wasserstein_distance": (wasserstein_distance, {}, wasserstein_distance),
-    "sliced_wasserstein_distance": (wasserstein_distance, {"method": "sliced"}, wasserstein_distance),
-    "mmd": (mmd, {}, mmd),
-    "spread_ratio": (spread_ratio, {}, _spread_log_deviation),
+    "energy_distance": _ScoredMetric(
+        energy_distance, energy_distance, {}, {}, "energy", "neg_energy_distance", "neg_energy_scorer"
+    ),
+    "wasserstein_distance": _ScoredMetric(
+        wasserstein_distance, wasserstein_distance, {}, {"random_state": 0}, "wasserstein",
+        "neg_wasserstein_distance", "neg_wasserstein_scorer",
+    ),
+    "sliced_wasserstein_distance": _ScoredMetric(
+        wasserstein_distance, wasserstein_distance, {"method": "sliced"}, {"random_state": 0},
+        "sliced_wasserstein", "neg_sliced_wasserstein_distance", "neg_sliced_wasserstein_scorer",
+    ),
+    "mmd": _ScoredMetric(mmd, mmd, {}, {}, None, "neg_mmd", "neg_mmd_scorer"),
+    "spread_ratio": _ScoredMetric(spread_ratio, _spread_log_deviation, {}, {}, None, None, None),
 }
 # Short names, as in ``make_measure_scorer("energy", space="symlog")``.
-_METRIC_ALIASES = {"energy": "energy_distance", "wasserstein": "wasserstein_distance",
-                   "sliced_wasserstein": "sliced_wasserstein_distance"}
+_METRIC_ALIASES = {row.alias: name for name, row in _METRICS.items() if row.alias is not None}
+
+# Arguments a scorer supplies itself, call by call: ``sample_weight`` comes with
+# each call, a scorer returns one number (``multioutput``), and point weights
+# belong to the measures being scored (a fixed array cannot follow the splits
+# of a cross-validation).
+_SCORER_OWNED = {
+    "sample_weight": "it comes with each call, scorer(estimator, X, y, sample_weight=...)",
+    "multioutput": "a scorer returns one number, the (weighted) mean over samples",
+    "weights_true": "point weights belong to the measures scored, which change with every split",
+    "weights_pred": "point weights belong to the measures scored, which change with every split",
+}
 
 #: Spaces a measure can be scored in: as given, or after ``symlog`` of every coordinate.
 SCORING_SPACES = ("raw", "symlog")
@@ -156,7 +199,15 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
         models by the whole ensemble. The model still predicts in raw space.
     **kwargs
         Fixed keyword arguments passed to the metric (e.g. ``p=2``); checked
-        against the metric's signature now, not at scoring time.
+        now, against the signature of the function the scorer calls and with
+        the metric's own checks of its values, not at scoring time. For named
+        metrics ``sample_weight`` (passed with each call), ``multioutput`` (a
+        scorer returns one number) and ``weights_true`` / ``weights_pred``
+        (they belong to the measures scored) are refused. The Wasserstein
+        scorers use ``random_state=0`` unless given one, so that the sliced
+        method's projections, and so its scores, are the same on every call
+        (``"sliced_wasserstein"`` here is the scorer
+        ``get_scorer("neg_sliced_wasserstein_distance")``).
 
     Returns
     -------
@@ -166,8 +217,8 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
     Raises
     ------
     ValueError
-        For an unknown metric name or a keyword argument the metric does not
-        accept.
+        For an unknown metric name, a keyword argument the metric does not
+        accept or that a scorer supplies itself, or an invalid value of one.
     TypeError
         If ``metric`` is neither a string nor a callable.
 
@@ -196,8 +247,9 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
                 f"{', '.join(repr(m) for m in (*_METRICS, *_METRIC_ALIASES))}, "
                 "or pass a callable metric(y_true, y_pred, **kwargs)."
             )
-        func, fixed, scored = _METRICS[metric]
-        clash = sorted(set(fixed) & set(kwargs))
+        row = _METRICS[metric]
+        func, scored = row.func, row.scored
+        clash = sorted(set(row.fixed) & set(kwargs))
         if clash:
             raise ValueError(f"{metric!r} fixes {clash}; use 'wasserstein_distance' to choose them.")
         if greater_is_better:
@@ -206,13 +258,27 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
                 f"greater_is_better=True would reward the wrong models: {metric!r} {ideal}, so its "
                 "scorer already makes larger scores better. Leave greater_is_better unset."
             )
-        kwargs = {**fixed, **kwargs}
+        owned = [name for name in kwargs if name in _SCORER_OWNED]
+        if owned:
+            raise ValueError(
+                f"make_measure_scorer({metric!r}) cannot fix {owned[0]}=; {_SCORER_OWNED[owned[0]]}. "
+                "Leave it out."
+            )
+        kwargs = {**row.defaults, **row.fixed, **kwargs}
     elif callable(metric):
         func = scored = metric
+        if "sample_weight" in kwargs:
+            raise ValueError(
+                f"make_measure_scorer cannot fix sample_weight=; {_SCORER_OWNED['sample_weight']}."
+            )
     else:
         raise TypeError(f"metric must be a metric name or a callable, got {metric!r}.")
+    # Checked against the function the scorer will call (for "spread_ratio" that
+    # is its |log ratio|, not spread_ratio itself), so that an argument it does
+    # not take fails now rather than at every scoring call (where a
+    # GridSearchCV would record NaN).
     try:
-        signature = inspect.signature(func)
+        signature = inspect.signature(scored)
     except (TypeError, ValueError):  # builtins without a signature: skip the check
         signature = None
     if signature is not None:
@@ -220,7 +286,14 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
             signature.bind_partial(None, None, **kwargs)
         except TypeError as exc:
             name = getattr(func, "__name__", func)
-            raise ValueError(f"Invalid keyword arguments for metric {name!r}: {exc}.") from None
+            accepted = [
+                p.name for p in list(signature.parameters.values())[2:]
+                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _SCORER_OWNED
+            ]
+            raise ValueError(
+                f"Invalid keyword arguments for metric {name!r}: {exc}. Its scorer takes "
+                f"{', '.join(accepted) if accepted else 'no keyword arguments'}."
+            ) from exc
     if isinstance(metric, str):
         _validate_kwargs(func, kwargs)
     if space != "raw":
@@ -249,31 +322,21 @@ def _validate_kwargs(func, kwargs):
     check(**{name: value for name, value in arguments.arguments.items() if name in names})
 
 
-# Built directly (no validation run at import time); make_measure_scorer gives
-# the same objects.
-neg_energy_scorer = make_scorer(energy_distance, greater_is_better=False)
-neg_wasserstein_scorer = make_scorer(wasserstein_distance, greater_is_better=False)
-neg_sliced_wasserstein_scorer = make_scorer(
-    wasserstein_distance, greater_is_better=False, method="sliced", random_state=0
-)
-neg_mmd_scorer = make_scorer(mmd, greater_is_better=False)
+# Every named scorer, in both spellings, built from the table above.
+_SCORERS = {}
+_SCORER_ALIASES = {}
+for _name, _row in _METRICS.items():
+    if _row.scorer is None:
+        continue
+    for _space in SCORING_SPACES:
+        _key = _row.scorer if _space == "raw" else f"{_row.scorer}_{_space}"
+        _SCORERS[_key] = make_measure_scorer(_name, space=_space)
+    _SCORER_ALIASES[_row.scorer_object] = _row.scorer
 
-_SCORERS = {
-    "neg_energy_distance": neg_energy_scorer,
-    "neg_wasserstein_distance": neg_wasserstein_scorer,
-    "neg_sliced_wasserstein_distance": neg_sliced_wasserstein_scorer,
-    "neg_mmd": neg_mmd_scorer,
-    "neg_energy_distance_symlog": make_scorer(_InSpace(energy_distance, "symlog"), greater_is_better=False),
-    "neg_wasserstein_distance_symlog": make_scorer(
-        _InSpace(wasserstein_distance, "symlog"), greater_is_better=False
-    ),
-}
-_SCORER_ALIASES = {
-    "neg_energy_scorer": "neg_energy_distance",
-    "neg_wasserstein_scorer": "neg_wasserstein_distance",
-    "neg_sliced_wasserstein_scorer": "neg_sliced_wasserstein_distance",
-    "neg_mmd_scorer": "neg_mmd",
-}
+neg_energy_scorer = _SCORERS["neg_energy_distance"]
+neg_wasserstein_scorer = _SCORERS["neg_wasserstein_distance"]
+neg_sliced_wasserstein_scorer = _SCORERS["neg_sliced_wasserstein_distance"]
+neg_mmd_scorer = _SCORERS["neg_mmd"]
 
 #: Names accepted by :func:`get_scorer`.
 SCORER_NAMES = tuple(_SCORERS) + tuple(_SCORER_ALIASES)
@@ -292,13 +355,16 @@ def get_scorer(name):
     ``"neg_sliced_wasserstein_distance"``  ``-wasserstein_distance(method="sliced")``
     (``"neg_sliced_wasserstein_scorer"``)  (200 projections, ``random_state=0``)
     ``"neg_mmd"`` (``"neg_mmd_scorer"``)   ``-mmd`` (median bandwidth)
-    ``"neg_energy_distance_symlog"``       ``-energy_distance`` after symlog of
-                                           target and prediction (:func:`to_space`)
-    ``"neg_wasserstein_distance_symlog"``  ``-wasserstein_distance`` after symlog
+    ``"<name>_symlog"``, for each name     the same after symlog of target and
+    above without alias                    prediction (:func:`to_space`)
     =====================================  ==========================================
 
     Each scores the mean over samples of the metric between ``y`` and
     ``estimator.predict(X)`` (both batches of measures); larger is better.
+    ``get_scorer(name)`` and :func:`make_measure_scorer` with the metric's
+    name build the same scorer (one table defines both), e.g.
+    ``get_scorer("neg_sliced_wasserstein_distance")`` is
+    ``make_measure_scorer("sliced_wasserstein")``.
 
     Parameters
     ----------
