@@ -488,17 +488,37 @@ def transform_points(transformer, X, method):
 
 
 def resolve_device(device):
-    """The torch device a ``device`` parameter names, checked against this machine."""
-    if not isinstance(device, str) or not (device in ("auto", "cpu", "cuda") or device.startswith("cuda:")):
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}.")
+    """The torch device a ``device`` parameter names (a string), checked against this machine.
+
+    Takes the strings ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` and the
+    equivalent :class:`torch.device` objects, as skorch does.
+    """
+    given = device
+    if isinstance(device, torch.device):
+        device = str(device)
+    valid = "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device of type cpu or cuda"
+    if not isinstance(device, str):
+        raise ValueError(f"device must be {valid}, got {given!r}.")
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(
-            f"device={device!r} was requested but CUDA is not available on this machine "
-            f"(torch {torch.__version__}); use device='cpu' or device='auto'."
-        )
-    return device
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda") or (parsed.type == "cpu" and parsed.index):
+        raise ValueError(f"device must be {valid}, got {given!r}.")
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device!r} was requested but CUDA is not available on this machine "
+                f"(torch {torch.__version__}); use device='cpu' or device='auto'."
+            )
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={device!r} names GPU {parsed.index}, but this machine has "
+                f"{torch.cuda.device_count()} (cuda:0 to cuda:{torch.cuda.device_count() - 1})."
+            )
+    return "cpu" if parsed.type == "cpu" else str(parsed)
 
 
 def make_transform(transform):

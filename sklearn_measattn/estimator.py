@@ -100,8 +100,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         Held-out fraction for early stopping, in (0, 1).
     patience : int, default=5
         Epochs without improvement before stopping.
-    device : {"auto", "cpu", "cuda"} or "cuda:N", default="auto"
-        ``"auto"`` uses CUDA when available.
+    device : {"auto", "cpu", "cuda"}, "cuda:N" or torch.device, default="auto"
+        ``"auto"`` uses CUDA when available; a :class:`torch.device` of type
+        cpu or cuda works as its string does.
     attention_backend : {"auto", "sdpa", "flex", "fused", "chunked", "naive"}, default="auto"
         How attention is computed, see
         :func:`~sklearn_measattn.attention.kernel_attention` and :ref:`gpu`.
@@ -189,7 +190,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "early_stopping": ["boolean"],
         "validation_fraction": [NumberInterval(Real, 0, 1, closed="neither")],
         "patience": [_POSITIVE_INT],
-        "device": [str],
+        "device": [str, torch.device],
         "attention_backend": [StrOptions(set(BACKENDS))],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -416,6 +417,51 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         return self
 
 
+    def set_params(self, **params):
+        """Set the estimator's parameters, as in scikit-learn.
+
+        ``name__key`` sets parameter ``key`` of the estimator held in ``name``
+        (e.g. ``transform__scale`` for a ``SymlogTransformer`` instance). The
+        dict parameters ``kernel_params`` and ``loss_params`` and string
+        values are not estimators: set them whole.
+
+        Parameters
+        ----------
+        **params : dict
+            Parameter names and their new values.
+
+        Returns
+        -------
+        self : MeasureTransformerRegressor
+            The estimator.
+
+        Raises
+        ------
+        ValueError
+            For an unknown parameter, or a ``name__key`` whose ``name`` holds a
+            value without parameters of its own (a dict, a string, None).
+        """
+        own = self.get_params(deep=False)
+        for key in params:
+            name, nested, sub = key.partition("__")
+            if not nested or name not in own:
+                continue  # plain parameters and unknown names: scikit-learn's own checks
+            value = params.get(name, own[name])
+            if hasattr(value, "set_params"):
+                continue
+            if isinstance(value, dict) or (value is None and name.endswith("_params")):
+                raise ValueError(
+                    f"Cannot set {key}: {name} is a dict of keyword arguments, not an estimator, so "
+                    f"its entries are not parameters of their own. Set the whole dict, e.g. "
+                    f"set_params({name}={{**(model.{name} or {{}}), {sub!r}: value}}), or search over "
+                    f"a list of dicts for {name!r}."
+                )
+            raise ValueError(
+                f"Cannot set {key}: {name}={value!r} is not an estimator with parameters of its own. "
+                f"Set {name} itself (e.g. set_params({name}=...)), or pass an object with set_params."
+            )
+        return super().set_params(**params)
+
     @property
     def history_(self):
         """The skorch ``History`` of the last fit (losses per epoch and batch)."""
@@ -608,11 +654,12 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         try:
             kernel = get_kernel(self.kernel, **(self.kernel_params or {}))
         except (ValueError, TypeError) as exc:
-            raise type(exc)(f"Invalid kernel={self.kernel!r} / kernel_params={self.kernel_params!r}: {exc}") from None
+            # Chained: for a user callable, its own traceback says where it failed.
+            raise type(exc)(f"Invalid kernel={self.kernel!r} / kernel_params={self.kernel_params!r}: {exc}") from exc
         try:
             get_loss(self.loss, **(self.loss_params or {}))
         except (ValueError, TypeError) as exc:
-            raise type(exc)(f"Invalid loss={self.loss!r} / loss_params={self.loss_params!r}: {exc}") from None
+            raise type(exc)(f"Invalid loss={self.loss!r} / loss_params={self.loss_params!r}: {exc}") from exc
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}.")
         check_callbacks(self.callbacks)

@@ -511,6 +511,30 @@ for pname, params, expect in [
     case(f"estimator-param-{pname}", _fit(**params), expect)
 
 
+# A torch.device is a device, as in skorch.
+case("estimator-param-device_torch_device", _fit(device=torch.device("cpu")), FINITE)
+case("estimator-param-device_torch_meta", _fit(device=torch.device("meta")), raises(r"device", ValueError))
+
+# set_params: ``name__key`` only reaches into estimators; dicts, strings and None
+# are set whole, and the message says how.
+for pname, start, params, pattern in [
+    ("kernel_params_none", {}, {"kernel_params__degree": 2}, r"kernel_params is a dict.*set the whole dict"),
+    ("kernel_params_dict", {"kernel": "poly", "kernel_params": {"degree": 1}}, {"kernel_params__degree": 2},
+     r"kernel_params is a dict.*'degree'"),
+    ("loss_params_dict", {"loss": "sliced", "loss_params": {"n_projections": 8}}, {"loss_params__n_projections": 4},
+     r"loss_params is a dict"),
+    ("transform_string", {"transform": "symlog"}, {"transform__scale": 2.0}, r"transform='symlog' is not an estimator"),
+    ("kernel_string", {}, {"kernel__degree": 2}, r"kernel='log' is not an estimator"),
+    ("unknown", {}, {"module__d_model": 4}, r"invalid parameter 'module'"),
+]:
+    case(f"estimator-set_params-{pname}",
+         lambda start=start, params=params: MeasureTransformerRegressor(**start).set_params(**params),
+         raises(pattern, ValueError))
+case("estimator-set_params-nested_estimator",
+     lambda: MeasureTransformerRegressor(transform=SymlogTransformer()).set_params(transform__scale=2.0).transform.scale,
+     FINITE)
+
+
 # --------------------------------------------------------------------------- #
 # The tests
 # --------------------------------------------------------------------------- #

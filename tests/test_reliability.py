@@ -493,6 +493,29 @@ def test_bad_user_kernels_fail_when_built(data, kernel, error, match):
         MeasureTransformerRegressor(**TINY, kernel=kernel).fit(X, y)
 
 
+def _two_argument_kernel(s, t):
+    return s
+
+
+def _two_argument_loss(y_pred, y_true):
+    return (y_pred - y_true).mean()
+
+
+@pytest.mark.parametrize("params", [{"kernel": _two_argument_kernel}, {"loss": _two_argument_loss}])
+def test_a_user_callables_own_error_stays_in_the_traceback(data, params):
+    """The message explains the expected signature, and the user's own error is
+    chained under it (not dropped), so the traceback still shows the call."""
+    X, y = data
+    with pytest.raises(ValueError, match="raised TypeError") as info:
+        MeasureTransformerRegressor(**TINY, **params).fit(X, y)
+    chain, exc = [], info.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__
+    assert isinstance(chain[-1], TypeError), chain
+    assert "positional argument" in str(chain[-1])
+
+
 def test_a_module_instance_is_a_valid_kernel(data):
     X, y = data
     MeasureTransformerRegressor(**TINY, kernel=_KernelClass()).fit(X, y)
