@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 import torch
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from skorch import NeuralNetRegressor
 from skorch.callbacks import Callback, EarlyStopping, ProgressBar
 from skorch.dataset import ValidSplit
@@ -408,12 +408,17 @@ class _StopOnNonFinite(Callback):
 
 
 
-def build_net(estimator, n_features_in, n_features_out, device, seed):
-    """The skorch net that trains ``estimator``'s transformer (not yet initialised)."""
+def _criterion_params(estimator, seed):
+    """The loss's keyword arguments, with a private generator for sliced projections."""
     loss_params = dict(estimator.loss_params or {})
     if estimator.loss == "sliced" and "generator" not in loss_params:
         # on the CPU whatever the device: a CUDA generator would not unpickle without CUDA
         loss_params["generator"] = torch.Generator().manual_seed(seed + 1)
+    return loss_params
+
+
+def _callbacks(estimator):
+    """The net's callbacks for ``estimator``'s callbacks, early stopping and verbosity."""
     callbacks = [("stop_on_non_finite", _StopOnNonFinite())]
     # User callbacks run before early stopping so they also see the last epoch.
     for index, callback in enumerate(estimator.callbacks or []):
@@ -424,9 +429,17 @@ def build_net(estimator, n_features_in, n_features_out, device, seed):
         )
     if estimator.verbose:
         callbacks.append(("progress_bar", ProgressBar()))
-    train_split = (
-        ValidSplit(estimator.validation_fraction, stratified=False, random_state=seed) if estimator.early_stopping else None
-    )
+    return callbacks
+
+
+def _train_split(estimator, seed):
+    if not estimator.early_stopping:
+        return None
+    return ValidSplit(estimator.validation_fraction, stratified=False, random_state=seed)
+
+
+def build_net(estimator, n_features_in, n_features_out, device, seed):
+    """The skorch net that trains ``estimator``'s transformer (not yet initialised)."""
     net = _MeasureNet(
         MeasureTransformer,
         module__n_features_in=n_features_in,
@@ -445,19 +458,98 @@ def build_net(estimator, n_features_in, n_features_out, device, seed):
         module__random_state=seed,
         criterion=MeasureLoss,
         criterion__name=estimator.loss,
-        **{f"criterion__{key}": value for key, value in loss_params.items()},
+        **{f"criterion__{key}": value for key, value in _criterion_params(estimator, seed).items()},
         optimizer=torch.optim.AdamW,
         lr=estimator.lr,
         optimizer__weight_decay=estimator.weight_decay,
         batch_size=estimator.batch_size,
         max_epochs=estimator.max_epochs,
-        train_split=train_split,
+        train_split=_train_split(estimator, seed),
         iterator_train__shuffle=True,
-        callbacks=callbacks,
+        callbacks=_callbacks(estimator),
         device=device,
         verbose=estimator.verbose,
     )
     net.loader_seed = seed
+    return net
+
+
+# What a warm start (or partial_fit) may change on a fitted net, and what it may
+# not. The network, its kernel, the fitted data transforms, the device and the
+# seeds of its private random streams are fixed by the fit that made the net;
+# the optimiser's settings, the batches, the epochs, the loss and the callbacks
+# (early stopping and progress output included) apply to each continued fit.
+FIXED_BY_FIRST_FIT = (
+    "kernel", "kernel_params", "transform", "d_model", "n_heads", "n_layers", "dim_feedforward", "norm",
+    "dropout", "attention_backend", "random_state",
+)
+APPLIED_ON_WARM_START = (
+    "lr", "weight_decay", "batch_size", "max_epochs", "early_stopping", "validation_fraction", "patience",
+    "callbacks", "verbose", "loss", "loss_params",
+)
+
+
+def freeze_params(params):
+    """A snapshot of parameter values that later in-place changes do not alter:
+    containers copied, estimators (e.g. a transformer) as their class and params."""
+    if isinstance(params, BaseEstimator):
+        return (_EstimatorSnapshot, type(params), freeze_params(params.get_params(deep=False)))
+    if isinstance(params, dict):
+        return {key: freeze_params(value) for key, value in params.items()}
+    if isinstance(params, (list, tuple)):
+        return (type(params), *[freeze_params(value) for value in params])
+    return params
+
+
+class _EstimatorSnapshot:
+    """Marks an estimator in a frozen snapshot."""
+
+
+def same_params(a, b):
+    """Whether two frozen values are the same (identity for objects without a safe ==)."""
+    if a is b:
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_params(a[key], b[key]) for key in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_params(x, y) for x, y in zip(a, b))
+    if callable(a) or callable(b):
+        return False  # functions, modules, callbacks: the same object or not at all
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:  # noqa: BLE001 - e.g. arrays, whose == is elementwise
+        return False
+
+
+def update_net(net, estimator, before, seed):
+    """Apply the training settings of ``estimator`` to its fitted ``net`` in place.
+
+    ``before`` is the frozen snapshot of the parameters of the last fit (None
+    when unknown). The
+    optimiser keeps its state (learning rate and weight decay are set on its
+    parameter groups); the criterion and the callbacks are rebuilt only when
+    their parameters changed, so an unchanged warm start continues exactly.
+    """
+    now = freeze_params(estimator.get_params(deep=False))
+    if before is None:  # unknown (an estimator pickled before this was recorded): apply everything
+        changed = set(APPLIED_ON_WARM_START)
+    else:
+        changed = {name for name in APPLIED_ON_WARM_START if not same_params(before.get(name), now.get(name))}
+    net.set_params(lr=estimator.lr, optimizer__weight_decay=estimator.weight_decay)
+    net.batch_size = estimator.batch_size
+    net.max_epochs = estimator.max_epochs
+    net.verbose = estimator.verbose
+    if changed & {"loss", "loss_params"}:
+        for attribute in [name for name in vars(net) if name.startswith("criterion__")]:
+            delattr(net, attribute)
+        net.criterion__name = estimator.loss
+        for key, value in _criterion_params(estimator, seed).items():
+            setattr(net, f"criterion__{key}", value)
+        net.initialize_criterion()
+    if changed & {"callbacks", "early_stopping", "patience", "validation_fraction", "verbose"}:
+        net.callbacks = _callbacks(estimator)
+        net.train_split = _train_split(estimator, seed)
+        net.initialize_callbacks()
     return net
 
 

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._persistence import VersionStampMixin
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
+    FIXED_BY_FIRST_FIT,
     StopTraining,
     TrainingInterrupted,
     as_batch,
@@ -23,10 +24,13 @@ from ._training import (
     check_paired_counts,
     check_validation_split,
     fit_transform_points,
+    freeze_params,
     make_transform,
     probe_loss,
     resolve_device,
+    same_params,
     transform_points,
+    update_net,
 )
 from ._validation import NumberInterval, check_measures, check_n_features, is_ragged
 from .attention import BACKENDS, resolve_backend
@@ -132,8 +136,19 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         When True and the estimator is fitted, :meth:`fit` continues training
         the fitted net for ``max_epochs`` more epochs (keeping its weights,
         optimizer state, fitted transforms and history) instead of starting
-        afresh. Architecture and data shape must stay the same. See also
-        :meth:`partial_fit` for one epoch at a time.
+        afresh; :meth:`partial_fit` always continues, one epoch at a time. A
+        continued fit trains with the parameters the estimator shows: ``lr``,
+        ``weight_decay``, ``batch_size``, ``max_epochs``, ``loss``,
+        ``loss_params``, ``callbacks``, ``verbose``, ``early_stopping``,
+        ``validation_fraction`` and ``patience`` changed by ``set_params``
+        since the last fit apply to it (the optimizer keeps its state under
+        the new learning rate and weight decay). The others are fixed by the
+        first fit: a change of ``kernel``, ``kernel_params``, ``transform``,
+        ``d_model``, ``n_heads``, ``n_layers``, ``dim_feedforward``, ``norm``,
+        ``dropout``, ``attention_backend``, ``random_state`` or ``device``
+        raises ``ValueError`` before any training (set it back, or fit afresh
+        with ``warm_start=False``). The data must have the fitted numbers of
+        features.
 
     Attributes
     ----------
@@ -301,7 +316,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         -----
         With ``warm_start=True`` a fitted estimator continues training its
         net for ``max_epochs`` more epochs on this data, keeping the fitted
-        transforms.
+        transforms, with the training parameters it now shows; see
+        ``warm_start`` for which parameters may change between fits.
         """
         return self._fit(X, y, epochs=None)
 
@@ -311,7 +327,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         The first call on an unfitted estimator builds the network and fits
         the transforms on this data, then trains one epoch; later calls keep
         the weights, optimizer state, transforms and history, as skorch's
-        ``partial_fit`` does. ``max_epochs`` and early stopping do not apply.
+        ``partial_fit`` does. ``max_epochs`` does not apply; the other
+        training parameters changed since the last fit do, and a changed
+        architecture, kernel or transform is refused, as for ``warm_start``.
 
         Parameters
         ----------
@@ -328,8 +346,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         Raises
         ------
         ValueError
-            On invalid parameters or data, or data whose number of features
-            differs from the fitted one, before any training.
+            On invalid parameters or data, data whose number of features
+            differs from the fitted one, or a parameter fixed by the first fit
+            that has changed since (see ``warm_start``), before any training.
         FloatingPointError
             When the training loss becomes non-finite; the estimator is then
             left unfitted.
@@ -351,6 +370,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         """Fit afresh, or continue the fitted net (warm start, partial fit) for ``epochs``."""
         config = self._check_params()
         resume = hasattr(self, "net_") and (epochs is not None or self.warm_start)
+        if resume:
+            self._check_fixed_since_fit(config["device"])
         X, x_weights = check_measures(X, input_name="X")
         y, y_weights = check_measures(y, input_name="y")
         if resume:
@@ -369,6 +390,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
 
         if resume:
             net, transform_X, transform_y = self.net_, self.transform_X_, self.transform_y_
+            fitted_params = getattr(self, "_fitted_params", None)  # None: pickled by an older version
             X_model = transform_points(transform_X, X, "transform")
             y_model = transform_points(transform_y, y, "transform")
         else:
@@ -384,12 +406,13 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed)
 
         # A failed fit leaves the estimator unfitted, never half-fitted.
-        for attribute in _FITTED_ATTRIBUTES:
+        for attribute in (*_FITTED_ATTRIBUTES, "_fitted_params"):
             self.__dict__.pop(attribute, None)
         total = (len(net.history) if resume else 0) + (epochs or self.max_epochs)
+        params = freeze_params(self.get_params(deep=False))
         try:
             if resume:
-                net.max_epochs = self.max_epochs
+                update_net(net, self, fitted_params, net.loader_seed)
                 net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
             elif epochs is not None:
                 net.initialize()
@@ -414,7 +437,32 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.n_features_in_ = X.shape[-1]
         self.n_features_out_ = y.shape[-1]
         self.device_ = config["device"]
+        # The parameters this net was trained with, which a warm start compares against.
+        self._fitted_params = params
         return self
+
+    def _check_fixed_since_fit(self, device):
+        """Refuse a warm start or partial fit after a change the fitted net cannot take."""
+        before = getattr(self, "_fitted_params", None)
+        now = freeze_params(self.get_params(deep=False))
+        changed = [] if before is None else [
+            name for name in FIXED_BY_FIRST_FIT if not same_params(before.get(name), now.get(name))
+        ]
+        if device != self.device_:
+            changed.append("device")
+        if changed:
+            shown = ", ".join(
+                f"{name}={getattr(self, name)!r}" if name != "device" else f"device={self.device!r} "
+                f"(fitted on {self.device_!r})"
+                for name in changed
+            )
+            raise ValueError(
+                f"Cannot continue training the fitted network: {shown} changed since it was fitted. "
+                "A warm start or partial_fit keeps the network, its attention kernel, the fitted "
+                "transforms, the device and the random streams of the first fit, and applies only "
+                "lr, weight_decay, batch_size, max_epochs, loss, loss_params, callbacks, verbose and "
+                "the early-stopping settings. Set these back, or fit afresh with warm_start=False."
+            )
 
 
     def set_params(self, **params):

@@ -587,6 +587,110 @@ def test_warm_start_continues_training(data):
     assert len(model.history_) == 2
 
 
+class _Recorder(Callback):
+    """Records, at every training batch, the settings the net trains with."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_batch_begin(self, net, batch=None, training=False, **kwargs):
+        if training:
+            group = net.optimizer_.param_groups[0]
+            self.seen.append({
+                "epoch": len(net.history), "lr": group["lr"], "weight_decay": group["weight_decay"],
+                "batch_size": len(batch[0]["X"]), "loss": net.criterion_.name,
+                "loss_params": dict(net.criterion_.params),
+            })
+
+
+def _phase_two(recorder, first_epochs):
+    return [row for row in recorder.seen if row["epoch"] > first_epochs]
+
+
+def _new_callback():
+    recorder = _Recorder()
+    return {"callbacks": [recorder]}, recorder
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+@pytest.mark.parametrize(
+    "param, value, check",
+    [
+        ("lr", 0.05, lambda rows, model: {r["lr"] for r in rows} == {0.05}),
+        ("weight_decay", 0.3, lambda rows, model: {r["weight_decay"] for r in rows} == {0.3}),
+        ("batch_size", 5, lambda rows, model: max(r["batch_size"] for r in rows) == 5),
+        ("loss", "sliced", lambda rows, model: {r["loss"] for r in rows} == {"sliced"}),
+        ("loss_params", {"beta": 1.5}, lambda rows, model: all(r["loss_params"] == {"beta": 1.5} for r in rows)),
+        ("max_epochs", 3, lambda rows, model: len(model.history_) in (2 + 3, 2 + 1)),
+        ("verbose", 1, lambda rows, model: "progress_bar" in dict(model.net_.callbacks_)),
+        ("early_stopping", True, lambda rows, model: "valid_loss" in model.history_[-1]),
+        ("patience", 1, lambda rows, model: dict(model.net_.callbacks_)["early_stopping"].patience == 1),
+        ("validation_fraction", 0.5,
+         lambda rows, model: sum(r["batch_size"] for r in rows if r["epoch"] == rows[-1]["epoch"]) == 6),
+    ],
+)
+def test_a_warm_refit_trains_with_the_parameters_the_estimator_shows(data, param, value, check, method):
+    """After set_params, a warm-started fit (and partial_fit) trains with the new
+    value of every training parameter, from the fitted weights and optimizer state."""
+    X, y = data
+    recorder = _Recorder()
+    start = {**TINY, "max_epochs": 2, "callbacks": [recorder], "random_state": 0, "warm_start": True}
+    if param in ("patience", "validation_fraction"):
+        start.update(early_stopping=True, validation_fraction=0.25, patience=5)
+    model = MeasureTransformerRegressor(**start).fit(X, y)
+    steps = float(model.net_.optimizer_.state_dict()["state"][0]["step"])
+    model.set_params(**{param: value})
+    getattr(model, method)(X, y)
+    rows = _phase_two(recorder, 2)
+    assert rows and check(rows, model), rows
+    # the optimizer continued (its step count did not restart)
+    assert float(model.net_.optimizer_.state_dict()["state"][0]["step"]) > steps
+
+
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_a_warm_refit_uses_new_callbacks(data, method):
+    X, y = data
+    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 2}, random_state=0, warm_start=True).fit(X, y)
+    params, recorder = _new_callback()
+    getattr(model.set_params(**params), method)(X, y)
+    assert {row["epoch"] for row in recorder.seen} >= {3}
+
+
+@pytest.mark.parametrize(
+    "param, value",
+    [("kernel", "softmax"), ("kernel_params", {"degree": 2}), ("transform", "symlog"), ("d_model", 16),
+     ("n_heads", 4), ("n_layers", 2), ("dim_feedforward", 8), ("norm", "pre"), ("dropout", 0.2),
+     ("attention_backend", "naive"), ("random_state", 1)],
+)
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_a_warm_refit_refuses_what_the_fitted_net_cannot_take(data, param, value, method):
+    """Architecture, kernel, transform, backend and seed are fixed by the first
+    fit: changing one is refused by name, before any training, and the fitted
+    model is kept."""
+    X, y = data
+    start = {**TINY, "max_epochs": 2, "random_state": 0, "warm_start": True}
+    if param == "kernel_params":
+        start["kernel"] = "poly"
+    model = MeasureTransformerRegressor(**start).fit(X, y)
+    before = model.predict(X)
+    model.set_params(**{param: value})
+    with pytest.raises(ValueError, match=rf"{param}=.*changed since it was fitted.*warm_start=False"):
+        getattr(model, method)(X, y)
+    assert len(model.history_) == 2
+    model.set_params(**{param: start.get(param, MeasureTransformerRegressor().get_params()[param])})
+    np.testing.assert_array_equal(model.predict(X), before)
+    model.fit(X, y)  # set back, training continues
+    assert len(model.history_) == 4
+
+
+def test_a_transform_changed_in_place_is_refused(data):
+    X, y = data
+    model = MeasureTransformerRegressor(**TINY, transform=SymlogTransformer(), warm_start=True).fit(X, y)
+    model.set_params(transform__scale=5.0)
+    with pytest.raises(ValueError, match="transform=SymlogTransformer.*changed"):
+        model.fit(X, y)
+
+
 def test_partial_fit_runs_one_epoch_at_a_time(data):
     X, y = data
     model = MeasureTransformerRegressor(**TINY, random_state=0)
