@@ -59,7 +59,31 @@ def _reject_bad_dtype(X, input_name):
         )
 
 
-def _check_dense(X, input_name, dtype, ensure_min_points):
+def _check_finite(X_arr, input_name, measure=None):
+    """Refuse NaN and inf, saying where the first one is and how many there are."""
+    if X_arr.dtype.kind != "f":
+        return
+    finite = np.isfinite(X_arr)
+    if finite.all():
+        return
+    bad = np.argwhere(~finite)
+    i, j, k = (int(v) for v in bad[0])
+    value = X_arr[i, j, k]
+    kind = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    n_measures = len(np.unique(bad[:, 0]))
+    where = f"measure {i if measure is None else measure}, point {j}, feature {k}"
+    more = (
+        f" ({len(bad)} non-finite values in {n_measures} measure(s))" if len(bad) > 1 and measure is None
+        else f" ({len(bad)} non-finite values in it)" if len(bad) > 1 else ""
+    )
+    raise ValueError(
+        f"{input_name} contains {kind} at {where}{more}; measures must be finite. Drop or "
+        "impute those points (a list of (n_points_i, n_features) arrays may give measures "
+        "different numbers of points)."
+    )
+
+
+def _check_dense(X, input_name, dtype, ensure_min_points, measure=None):
     X = _from_tensor(X)
     X_arr = X if isinstance(X, np.ndarray) else None
     if X_arr is None:
@@ -102,6 +126,7 @@ def _check_dense(X, input_name, dtype, ensure_min_points):
         raise ValueError(f"{input_name} has 0 features (shape {X_arr.shape}); at least 1 is required.")
     if X_arr.dtype == np.float16:
         X_arr = X_arr.astype(np.float32)
+    _check_finite(X_arr, input_name if measure is None else input_name.rsplit("[", 1)[0], measure)
     return check_array(
         X_arr,
         dtype=dtype,
@@ -144,7 +169,7 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
         On non-numeric or complex data.
     """
     if is_ragged(X):
-        arrays = [_check_dense(x[np.newaxis], f"{input_name}[{i}]", dtype, ensure_min_points)[0]
+        arrays = [_check_dense(x[np.newaxis], f"{input_name}[{i}]", dtype, ensure_min_points, measure=i)[0]
                   for i, x in enumerate(_as_arrays(X, input_name))]
         n_features = {a.shape[1] for a in arrays}
         if len(n_features) > 1:

@@ -582,3 +582,28 @@ def test_case_count():
     print(f"\n{len(CASES)} bad-input cases ({dict(kinds)}); by entry point: {summary}")
     assert len(CASES) >= MIN_CASES
     assert len({name for name, _, _ in CASES}) == len(CASES), "case ids must be unique"
+
+
+def _with_bad_value(A, value, at=(2, 1, 1)):
+    A = np.array(A, dtype=np.float64)
+    A[at] = value
+    return A
+
+
+@pytest.mark.parametrize("value, word", [(np.nan, "NaN"), (np.inf, "inf"), (-np.inf, "-inf")])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        lambda bad: MeasureTransformerRegressor(**TINY).fit(bad, GOOD_Y),
+        lambda bad: MeasureTransformerRegressor(**TINY).fit(GOOD, bad[:, :, :2]),
+        lambda bad: _fitted().predict(bad),
+        lambda bad: metrics.energy_distance(bad, GOOD),
+        lambda bad: MeasureTransformerRegressor(**TINY).fit([bad[0], bad[1][:3], bad[2]], GOOD_Y),
+    ],
+    ids=["fit-X", "fit-y", "predict", "metric", "ragged"],
+)
+def test_a_non_finite_value_is_located(entry, value, word):
+    """Every entry point says which measure, point and feature hold the first
+    non-finite value (not sklearn's bare 'Input X contains NaN')."""
+    with pytest.raises(ValueError, match=rf"contains {re.escape(word)} at measure 2, point 1, feature 1"):
+        entry(_with_bad_value(GOOD, value))
