@@ -590,7 +590,7 @@ def _with_bad_value(A, value, at=(2, 1, 1)):
     return A
 
 
-@pytest.mark.parametrize("value, word", [(np.nan, "NaN"), (np.inf, "inf"), (-np.inf, "-inf")])
+@pytest.mark.parametrize("value, word", [(np.nan, "NaN"), (np.inf, "infinity"), (-np.inf, "-infinity")])
 @pytest.mark.parametrize(
     "entry",
     [
