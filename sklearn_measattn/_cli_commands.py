@@ -70,10 +70,18 @@ def _load_pair(args, parser):
     return X, y
 
 
-def _compare_settings(config, args):
+def _available_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _compare_settings(config, args, n_fits):
     keys = ("epochs", "seeds", "d_model", "n_heads", "n_layers", "dim_feedforward", "lr", "batch_size")
     settings = {key: config[key] for key in keys}
-    settings.update(device=args.device, n_jobs=args.n_jobs, torch_threads=args.threads,
+    n_jobs = args.n_jobs if args.n_jobs is not None else max(1, min(_available_cores(), n_fits))
+    settings.update(device=args.device, n_jobs=n_jobs, torch_threads=args.threads,
                     progress=None if args.quiet else print_progress, return_examples=True)
     return settings
 
@@ -88,8 +96,8 @@ def run_compare(args, parser, config):
             parser.error("--plot needs matplotlib: pip install matplotlib (or sklearn-measattn[plot])")
     transforms = [None if t == "none" else t for t in dict.fromkeys(args.transforms)]
     kernels = list(dict.fromkeys(args.kernels))
-    settings = _compare_settings(config, args)
     n_fits = len(kernels) * len(transforms) * len(config["seeds"])
+    settings = _compare_settings(config, args, n_fits)
     fit_text = f"{config['epochs']} epochs, seeds {', '.join(map(str, config['seeds']))}"
     if args.data is not None:
         X, y = _load_pair(args, parser)
@@ -109,7 +117,7 @@ def run_compare(args, parser, config):
         inputs = (config["task"],)
         settings.update({key: config[key] for key in ("tail", "tail_index", "n_samples", "n_points", "n_test")})
     if not args.quiet:
-        print_progress(f"compare: {n_fits} fits; {title}")
+        print_progress(f"compare: {n_fits} fits, {settings['n_jobs']} at a time; {title}")
     start = time.perf_counter()
     try:
         rows, examples = run(*inputs, kernels=kernels, transforms=transforms, **settings)

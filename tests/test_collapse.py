@@ -15,7 +15,9 @@ from sklearn_measattn.metrics import (
     collapse_diagnostics,
     energy_distance,
     get_scorer,
+    learned_verdict,
     make_measure_scorer,
+    reference_predictions,
     to_space,
 )
 from sklearn_measattn.preprocessing import symlog
@@ -236,3 +238,48 @@ def test_collapse_diagnostics_report(fitted, pareto):
     log_report = collapse_diagnostics(fitted["log"], X, y)
     assert log_report["attention"] is False
     assert log_report["attention_ess"] > report["attention_ess"]
+
+
+# --------------------------------------------------------------------------- #
+# Predictions that need no model, and the learned face
+# --------------------------------------------------------------------------- #
+
+
+def test_reference_predictions_shapes_ragged_and_errors():
+    rng = np.random.default_rng(0)
+    X_test = [rng.normal(size=(n, 2)) for n in (5, 9, 7)]
+    y_test = [rng.normal(size=(n, 2)) for n in (6, 6, 11)]
+    y_train = rng.normal(size=(4, 3, 2))  # a pool of 12 points, smaller than one target: drawn with replacement
+    refs = reference_predictions(X_test, y_test, y_train, oracle=y_test, random_state=0)
+    assert [len(m) for m in refs["pooled"]] == [6, 6, 11]
+    pool = y_train.reshape(-1, 2)
+    assert all((m[:, None] == pool[None]).all(-1).any(1).all() for m in refs["pooled"])  # pool points only
+    assert [len(m) for m in refs["identity"]] == [5, 9, 7] and len(refs["oracle"]) == 3
+    # no identity when the dimensions differ
+    assert "identity" not in reference_predictions(rng.normal(size=(3, 4, 3)), rng.normal(size=(3, 4, 2)),
+                                                   y_train, random_state=0)
+    with pytest.raises(ValueError, match="y_train has 3 features but y_test has 2"):
+        reference_predictions(X_test, y_test, rng.normal(size=(4, 3, 3)))
+    with pytest.raises(ValueError, match="one target per input"):
+        reference_predictions(X_test[:2], y_test, y_train)
+
+
+def test_learned_verdict_takes_the_better_no_model_row():
+    assert learned_verdict(0.05, pooled=0.08, identity=0.2) == {
+        "learned": True, "baseline": "pooled", "baseline_energy": 0.08, "ratio": 0.05 / 0.08}
+    assert learned_verdict(0.05, pooled=0.08, identity=0.06)["learned"] is False  # copying the input is as good
+    assert learned_verdict(0.05, pooled=0.08)["baseline"] == "pooled"
+    assert learned_verdict(0.07, pooled=0.08)["learned"] is False  # within the margin
+    assert learned_verdict(float("nan"), pooled=0.08)["learned"] is None
+    assert learned_verdict(0.05)["learned"] is None
+    with pytest.raises(TypeError, match="pooled must be a real number"):
+        learned_verdict(0.05, pooled="low")
+
+
+def test_collapse_diagnostics_of_a_prediction_without_model():
+    X, y = make_matrix_inverse(n_samples=6, n_points=20, tail="gaussian", random_state=0)
+    report = collapse_diagnostics(None, X, y, y_pred=y[::-1])
+    assert report["attention"] is None and math.isnan(report["attention_ess"])
+    assert report["energy"] > 0 and report["within"] is False
+    with pytest.raises(ValueError, match="pass y_pred"):
+        collapse_diagnostics(None, X, y)

@@ -11,6 +11,7 @@ from sklearn_measattn.datasets import (
     load_benchmark,
     make_matrix_inverse,
     make_sheared_swap,
+    sample_target_law,
 )
 from sklearn_measattn.datasets._tails import _sample_base
 
@@ -390,3 +391,30 @@ def test_validation_happens_before_any_work(name, monkeypatch):
 def test_numpy_integer_sizes_accepted():
     X, y = make_sheared_swap(n_samples=np.int64(2), n_points=np.int32(3), n_features=np.int64(4), random_state=0)
     assert X.shape == (2, 3, 4)
+
+
+# --------------------------------------------------------------------------- #
+# Drawing the target law again
+# --------------------------------------------------------------------------- #
+
+
+@pytest.mark.parametrize("name", BENCHMARK_NAMES)
+def test_sample_target_law_draws_the_same_law_independently(name):
+    """Gaussian control: the fresh draws have the target's covariance per measure, and are new points."""
+    bunch = load_benchmark(name, n_samples=3, n_points=40000, tail="gaussian", random_state=0)
+    fresh = sample_target_law(bunch, random_state=1)
+    assert fresh.shape == bunch.target.shape
+    for i in range(3):
+        np.testing.assert_allclose(np.cov(fresh[i].T), np.cov(bunch.target[i].T), rtol=0.05, atol=0.02)
+    assert not np.any(np.all(fresh == bunch.target, axis=-1))
+    np.testing.assert_array_equal(sample_target_law(bunch, random_state=1), fresh)  # seeded
+
+
+def test_sample_target_law_sizes_and_heavy_tails():
+    bunch = load_benchmark("matrix_inverse", n_samples=4, n_points=30, tail="pareto", tail_index=0.7, random_state=0)
+    fresh = sample_target_law(bunch, n_points=7, random_state=2)
+    assert fresh.shape == (4, 7, 2) and np.all(np.isfinite(fresh))
+    with pytest.raises(ValueError, match="load_benchmark"):
+        sample_target_law(Bunch(data=bunch.data, target=bunch.target), random_state=0)
+    with pytest.raises(ValueError, match="n_points"):
+        sample_target_law(bunch, n_points=0)

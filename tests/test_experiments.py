@@ -2,15 +2,19 @@
 
 import csv
 import math
+import os
 
 import numpy as np
 import pytest
+from sklearn.model_selection import train_test_split
 
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.experiments import (
     LIGHT_TAIL_INDEX,
     check_output_path,
+    compare_kernels,
     compare_kernels_on_data,
+    comparison_table,
     diagnose_measures,
     estimate_tail_index,
     format_diagnosis,
@@ -20,6 +24,7 @@ from sklearn_measattn.experiments import (
     summarize,
     write_csv,
 )
+from sklearn_measattn.metrics import energy_distance, learned_verdict, to_space
 
 
 def _draws(tail, tail_index, n_samples=40, n_points=200, n_features=2, seed=0):
@@ -187,9 +192,42 @@ def test_compare_on_data_splits_measures_by_seed():
     X = rng.standard_t(2, size=(14, 10, 2))
     rows = compare_kernels_on_data(X, X[:, :6] * 2.0, kernels=["sigmoid"], transforms=[None], seeds=[0, 1],
                                    test_size=0.3, name="mine", **_TINY)
-    assert [(r["task"], r["seed"], r["n_samples"], r["n_test"]) for r in rows] == [("mine", 0, 9, 5), ("mine", 1, 9, 5)]
-    assert all(r["status"] == "ok" and 0 < r["attention_ess"] <= 1 for r in rows)
-    assert rows[0]["energy_symlog"] != rows[1]["energy_symlog"]  # another split and another model
+    fits, references = rows[:2], rows[2:]
+    assert [(r["task"], r["seed"], r["n_samples"], r["n_test"]) for r in fits] == [("mine", 0, 9, 5), ("mine", 1, 9, 5)]
+    assert all(r["status"] == "ok" and 0 < r["attention_ess"] <= 1 for r in fits)
+    assert fits[0]["energy_symlog"] != fits[1]["energy_symlog"]  # another split and another model
+    # own data: the no-model rows of each split, no oracle (the true target law is unknown)
+    assert [(r["kernel"], r["seed"]) for r in references] == [("pooled", 0), ("identity", 0), ("pooled", 1),
+                                                              ("identity", 1)]
+
+
+def test_reference_rows_are_scored_like_fits_and_judge_learning():
+    """Identity, scored by the same columns, is exactly what copying the input gives; a fit is judged
+    against the lower of its split's pooled and identity rows."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_t(2, size=(16, 12, 2))
+    y = 0.5 * X
+    rows = compare_kernels_on_data(X, y, kernels=["log"], transforms=["symlog"], test_size=5, **_TINY)
+    fit, pooled, identity = rows
+    _, X_test, _, y_test = train_test_split(X, y, test_size=5, random_state=0)
+    assert identity["energy_symlog"] == pytest.approx(energy_distance(to_space(y_test, "symlog"),
+                                                                      to_space(X_test, "symlog")))
+    assert pooled["transform"] == identity["transform"] == "none"
+    assert math.isnan(pooled["attention_ess"]) and pooled["learned"] is None
+    verdict = learned_verdict(fit["energy_symlog"], pooled=pooled["energy_symlog"],
+                              identity=identity["energy_symlog"])
+    assert fit["learned"] == verdict["learned"]
+    assert fit["energy_vs_baseline"] == pytest.approx(verdict["ratio"])
+
+
+def test_benchmark_comparison_has_an_oracle_row_near_the_two_sample_floor():
+    rows = compare_kernels(kernels=["log"], transforms=[None], tail="gaussian", n_samples=8, n_points=64, n_test=6,
+                           **_TINY)
+    by_kernel = {row["kernel"]: row for row in rows}
+    assert set(by_kernel) == {"log", "pooled", "identity", "oracle"}
+    # a fresh sample of the true law is closer to the targets than the input (the matrix inverse moves it)
+    assert by_kernel["oracle"]["energy_symlog"] < by_kernel["identity"]["energy_symlog"]
+    assert by_kernel["oracle"]["corr_scale"] > 0
 
 
 @pytest.mark.parametrize(
@@ -216,8 +254,32 @@ def _row(**overrides):
     base = dict(task="t", tail="pareto", tail_index=0.7, kernel="softmax", transform="none", status="ok",
                 energy=1.0, w1=1.0, energy_symlog=0.2, w1_symlog=0.5, attention_ess=0.5,
                 spread_ratio_median=0.5, corr_scale=0.5, fit_time=1.0, collapse_attention=False,
-                collapse_within=False, collapse_across=False, collapsed=False)
+                collapse_within=False, collapse_across=False, collapsed=False, learned=True,
+                energy_vs_baseline=0.5)
     return dict(base, **overrides)
+
+
+def _reference(kernel, energy_symlog):
+    return _row(kernel=kernel, energy_symlog=energy_symlog, attention_ess=math.nan, collapse_attention=None,
+                learned=None, energy_vs_baseline=math.nan)
+
+
+def test_recommendation_only_among_configurations_that_learned():
+    references = [_reference("pooled", 0.08), _reference("identity", 0.2), _reference("oracle", 0.03)]
+    rows = [_row(kernel="softmax", energy_symlog=0.05, learned=False),  # lowest, but did not learn
+            _row(kernel="log", energy_symlog=0.06)] + references
+    line = recommend(summarize(rows))
+    assert line.startswith("recommendation: kernel='log'")
+    assert "did not learn: softmax/none" in line
+    assert "2.00 x the oracle's two-sample floor 0.0300" in line
+    nothing = recommend(summarize([_row(kernel="log", learned=False), *references]))
+    assert nothing.startswith("recommendation: none: no configuration learned the map")
+    assert "--epochs" in nothing and "--n-samples" in nothing
+    header, body = comparison_table(summarize(rows))
+    assert [line[0] for line in body] == ["softmax", "log", "pooled", "identity", "oracle"]
+    learned = header.index("learned")
+    assert [line[learned] for line in body] == ["no", "yes", "-", "-", "-"]
+    assert body[2][1] == "(no model)" and body[2][header.index("attn ESS/n")] == "-"
 
 
 def test_summarize_counts_disagreeing_seeds():
@@ -285,3 +347,10 @@ def test_check_output_path(tmp_path):
         check_output_path(tmp_path)
     with pytest.raises(ValueError, match="does not exist"):
         check_output_path(tmp_path / "missing" / "r.csv", what="--out")
+
+
+@pytest.mark.skipif(not os.path.isdir("/sys/kernel"), reason="needs Linux's read-only /sys")
+def test_check_output_path_tries_the_write():
+    """Permission bits are not enough (root passes them everywhere): a read-only file system is refused."""
+    with pytest.raises(ValueError, match="cannot be written"):
+        check_output_path("/sys/kernel/measattn-results.csv", what="--out")

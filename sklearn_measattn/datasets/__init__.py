@@ -5,14 +5,22 @@ A batch of measures is a float array ``(n_samples, n_points, n_features)``: samp
 ``R^n_features``; a list of ``(n_points_i, n_features)`` arrays is a ragged batch.
 
 - Benchmarks of maps between heavy-tailed measures: :func:`make_matrix_inverse`,
-  :func:`make_sheared_swap`, :func:`load_benchmark`.
+  :func:`make_sheared_swap`, :func:`load_benchmark`, and
+  :func:`sample_target_law` to draw their target measures again (the
+  two-sample floor of a distance).
 - A data-assimilation benchmark: forecast and analysis ensembles of the
   Lorenz-96 model, :func:`make_lorenz96_analysis`.
 - Your own ensembles from ``.npy``, ``.npz``, CSV/TSV files or a pandas
   DataFrame: :func:`load_measures`.
 """
 
-from ._benchmarks import BENCHMARK_NAMES, load_benchmark, make_matrix_inverse, make_sheared_swap
+from ._benchmarks import (
+    BENCHMARK_NAMES,
+    load_benchmark,
+    make_matrix_inverse,
+    make_sheared_swap,
+    sample_target_law,
+)
 from ._loaders import MEASURE_FILE_FORMATS, load_measures
 from ._lorenz96 import OBSERVATION_NOISES, make_lorenz96_analysis
 from ._tails import TAILS
@@ -25,6 +33,7 @@ __all__ = [
     "make_matrix_inverse",
     "make_sheared_swap",
     "load_benchmark",
+    "sample_target_law",
     "load_measures",
     "make_lorenz96_analysis",
 ]

@@ -28,6 +28,7 @@ __all__ = [
     "make_matrix_inverse",
     "make_sheared_swap",
     "load_benchmark",
+    "sample_target_law",
 ]
 
 #: Names of the benchmarks accepted by :func:`load_benchmark`.
@@ -218,7 +219,7 @@ def make_matrix_inverse(
     with np.errstate(over="ignore", invalid="ignore"):
         # Points are rows, so A z becomes z @ A.T = z @ A (A symmetric).
         X = Z @ A
-        y = Z_target @ A_inv
+        y = _matrix_inverse_target(Z_target, A_inv)
     _check_finite(X, y, tail, tail_index)
     if return_params:
         params = {"A": A, "A_inv": A_inv, "eigenvalues": eigenvalues, "eigenvectors": eigenvectors}
@@ -354,14 +355,92 @@ def make_sheared_swap(
     shape = (n_samples, n_points, n_features)
     with np.errstate(over="ignore", invalid="ignore"):
         X = scales[:, np.newaxis, :] * _sample_base(shape, tail, tail_index, rng)
-        X_target = X if paired else scales[:, np.newaxis, :] * _sample_base(shape, tail, tail_index, rng)
-        y = np.empty_like(X_target)
-        y[..., 0::2] = X_target[..., 1::2]
-        y[..., 1::2] = X_target[..., 0::2] + shear[:, np.newaxis, :] * X_target[..., 1::2]
+        y = _sheared_swap_target(X if paired else _sample_base(shape, tail, tail_index, rng), scales, shear, paired)
     _check_finite(X, y, tail, tail_index)
     if return_params:
         return X, y, {"scales": scales, "shear": shear}
     return X, y
+
+
+def _matrix_inverse_target(Z, A_inv):
+    """Target points ``A^-1 z`` of base draws ``Z`` ``(n_samples, n_points, d)``."""
+    return Z @ A_inv
+
+
+def _sheared_swap_target(base, scales, shear, scaled):
+    """Target points ``T(s * z)`` of base draws (or of input points when ``scaled``)."""
+    X_target = base if scaled else scales[:, np.newaxis, :] * base
+    y = np.empty_like(X_target)
+    y[..., 0::2] = X_target[..., 1::2]
+    y[..., 1::2] = X_target[..., 0::2] + shear[:, np.newaxis, :] * X_target[..., 1::2]
+    return y
+
+
+def sample_target_law(bunch, *, n_points=None, random_state=None):
+    """Draw a fresh, independent sample of each target measure of a benchmark.
+
+    The target measure ``nu_i`` of sample ``i`` is a law (``law(A_i^-1 Z)``
+    for the matrix inverse, ``law(T(s Z))`` for the sheared swap); the
+    benchmark's ``target`` holds one empirical sample of it. This draws
+    another, from the per-sample parameters in ``bunch.params`` and new base
+    draws ``Z``, independent of ``bunch.data`` and ``bunch.target``. Scored
+    against ``bunch.target``, it gives the two-sample floor of a distance: what
+    a perfect model that knows the true target law would reach with
+    ``n_points`` points.
+
+    Parameters
+    ----------
+    bunch : :class:`~sklearn.utils.Bunch`
+        A benchmark from :func:`load_benchmark` (its ``params`` name the
+        generator's arguments and per-sample parameters).
+    n_points : int, default=None
+        Points per measure; ``None`` means as many as ``bunch.target`` has.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the new base draws. Use one that differs from the benchmark's
+        own seed, or the draws repeat those of the benchmark.
+
+    Returns
+    -------
+    y_law : ndarray of shape (n_samples, n_points, n_features)
+        Float64 draws of the target measures, in the order of ``bunch.target``.
+
+    Raises
+    ------
+    ValueError
+        If ``bunch`` does not come from :func:`load_benchmark`, or ``n_points``
+        is not a positive integer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.datasets import load_benchmark, sample_target_law
+    >>> bunch = load_benchmark("matrix_inverse", n_samples=2, n_points=20000, tail="gaussian", random_state=0)
+    >>> fresh = sample_target_law(bunch, random_state=1)
+    >>> fresh.shape
+    (2, 20000, 2)
+    >>> np.allclose(np.cov(fresh[0].T), bunch.params["A_inv"][0] @ bunch.params["A_inv"][0], atol=0.05)
+    True
+    """
+    params = getattr(bunch, "params", None)
+    target = getattr(bunch, "target", None)
+    if not isinstance(params, dict) or target is None or not ({"A_inv", "scales"} & set(params)):
+        raise ValueError(
+            "bunch must be a benchmark returned by load_benchmark (with .target and .params holding the "
+            f"per-sample parameters), got {type(bunch).__name__}."
+        )
+    n_samples, default_points, n_features = np.shape(target)
+    n_points = default_points if n_points is None else n_points
+    _check_sizes(n_samples, n_points, n_features)
+    rng = check_random_state(random_state)
+    shape = (n_samples, n_points, n_features)
+    with np.errstate(over="ignore", invalid="ignore"):
+        base = _sample_base(shape, params["tail"], params["tail_index"], rng)
+        if "A_inv" in params:
+            y = _matrix_inverse_target(base, params["A_inv"])
+        else:
+            y = _sheared_swap_target(base, params["scales"], params["shear"], False)
+    _check_finite(y, y, params["tail"], params["tail_index"])
+    return y
 
 
 # --------------------------------------------------------------------------- #

@@ -3,9 +3,11 @@
 The engine behind ``measattn compare`` and the scripts in ``studies/``: on a
 built-in benchmark (:func:`compare_kernels`) or on the user's own measures
 (:func:`compare_kernels_on_data`). Each fit is judged by
-:func:`sklearn_measattn.metrics.collapse_verdict`, and its distances are
-reported in symlog space (where they are finite on infinite-moment data) and in
-raw space.
+:func:`sklearn_measattn.metrics.collapse_verdict` and, against the predictions
+that need no model (rows ``pooled``, ``identity`` and, on the benchmarks,
+``oracle``, scored with the same columns), by
+:func:`sklearn_measattn.metrics.learned_verdict`. Distances are reported in
+symlog space (where they are finite on infinite-moment data) and in raw space.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import train_test_split
 
 from .._validation import check_measures
-from ..datasets import load_benchmark
+from ..datasets import load_benchmark, sample_target_law
 from ..estimator import MeasureTransformerRegressor
 from ..metrics import (
+    REFERENCE_NAMES,
     across_sample_correlation,
     collapse_diagnostics,
     energy_distance,
+    learned_verdict,
+    reference_predictions,
     spread_ratio,
     wasserstein_distance,
 )
@@ -45,8 +50,11 @@ ROW_FIELDS = (
     "energy_symlog", "w1_symlog", "energy", "w1", "w1_method", "attention_ess",
     "attention_ess_min_head", "spread_ratio_median", "spread_ratio_mean",
     "corr_scale", "corr_location", "collapse_attention", "collapse_within", "collapse_across",
-    "collapsed", "fit_time",
+    "collapsed", "learned", "energy_vs_baseline", "fit_time",
 )
+
+# Seeds of the held-out measures and of the oracle's fresh draws, apart from the training seeds.
+_TEST_SEED_OFFSET, _ORACLE_SEED_OFFSET = 1_000_003, 2_000_003
 
 
 def print_progress(message):
@@ -127,6 +135,14 @@ def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params
     fit_time = time.perf_counter() - start
     X_test, y_true = test
     y_pred = model.predict(X_test)
+    _score(row, model, X_test, y_true, y_pred, seed)
+    row["fit_time"] = fit_time
+    example = {"X": X_test[0], "y": y_true[0], "y_pred": y_pred[0]} if keep_example else None
+    return row, example
+
+
+def _score(row, model, X_test, y_true, y_pred, seed):
+    """Fill the metric columns of ``row`` for a prediction (``model=None``: one made without a model)."""
     w1_method = "exact" if row["n_points"] <= EXACT_W1_MAX_POINTS else "sliced"
     report = collapse_diagnostics(
         model, X_test, y_true, y_pred=y_pred, space="symlog", max_queries=256, random_state=seed
@@ -149,32 +165,80 @@ def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params
         collapse_within=report["within"],
         collapse_across=report["across"],
         collapsed=report["collapsed"],
-        fit_time=fit_time,
     )
-    example = {"X": X_test[0], "y": y_true[0], "y_pred": y_pred[0]} if keep_example else None
-    return row, example
 
 
-def _benchmark_fit(task, data_params, n_test, kernel, transform, seed, model_params, keep_example, n_threads):
+def _reference_rows(row, train, test, seed, oracle=None):
+    """The rows of the predictions that need no model, scored like the fits."""
+    X_test, y_true = test
+    predictions = reference_predictions(X_test, y_true, train[1], oracle=oracle, random_state=seed)
+    rows = []
+    for name in REFERENCE_NAMES:
+        if name in predictions:
+            reference = dict(row, kernel=name, transform="none", seed=seed, epochs=math.nan, d_model=math.nan)
+            start = time.perf_counter()
+            _score(reference, None, X_test, y_true, predictions[name], seed)
+            reference.update(collapse_attention=None, learned=None, energy_vs_baseline=math.nan,
+                             fit_time=time.perf_counter() - start)
+            rows.append(reference)
+    return rows
+
+
+def _judge_learning(rows, references):
+    """Set ``learned`` and ``energy_vs_baseline`` of every fit row from the reference rows of its data and seed."""
+    def key(row):
+        return (row["task"], row["tail"], str(row["tail_index"]), row["seed"])
+
+    energies = {}
+    for reference in references:
+        energies.setdefault(key(reference), {})[reference["kernel"]] = reference["energy_symlog"]
+    for row in rows:
+        found = energies.get(key(row), {})
+        verdict = learned_verdict(row["energy_symlog"] if row["status"] == "ok" else None,
+                                  pooled=found.get("pooled"), identity=found.get("identity"))
+        row.update(learned=verdict["learned"], energy_vs_baseline=verdict["ratio"])
+
+
+def _benchmark_data(task, data_params, n_test, seed):
+    """Training measures, held-out measures (a separate stream of the same distribution) and the row's keys."""
     train = load_benchmark(task, **data_params, random_state=seed)
-    # Held-out measures come from a separate stream of the same distribution.
-    test = load_benchmark(task, **dict(data_params, n_samples=n_test), random_state=1_000_003 + seed)
+    test = load_benchmark(task, **dict(data_params, n_samples=n_test), random_state=_TEST_SEED_OFFSET + seed)
     row = {
         "task": task, "tail": data_params["tail"],
         "tail_index": data_params["tail_index"] if data_params["tail"] != "gaussian" else math.nan,
         "n_samples": data_params["n_samples"], "n_points": data_params["n_points"], "n_test": n_test,
     }
+    return row, train, test
+
+
+def _benchmark_fit(task, data_params, n_test, kernel, transform, seed, model_params, keep_example, n_threads):
+    row, train, test = _benchmark_data(task, data_params, n_test, seed)
     return _fit_and_score(row, (train.data, train.target), (test.data, test.target), kernel, transform, seed,
                           model_params, keep_example, n_threads)
 
 
-def _split_fit(name, X, y, test_size, kernel, transform, seed, model_params, keep_example, n_threads):
+def _benchmark_references(task, data_params, n_test, seed):
+    row, train, test = _benchmark_data(task, data_params, n_test, seed)
+    oracle = sample_target_law(test, random_state=_ORACLE_SEED_OFFSET + seed)
+    return _reference_rows(row, (train.data, train.target), (test.data, test.target), seed, oracle=oracle)
+
+
+def _split(name, X, y, test_size, seed):
     train_idx, test_idx = train_test_split(np.arange(len(X)), test_size=test_size, random_state=seed)
     n_points = max(np.shape(x)[0] for x in X)
     row = {"task": name, "tail": "", "tail_index": math.nan, "n_samples": len(train_idx),
            "n_points": n_points, "n_test": len(test_idx)}
-    return _fit_and_score(row, (_take(X, train_idx), _take(y, train_idx)), (_take(X, test_idx), _take(y, test_idx)),
-                          kernel, transform, seed, model_params, keep_example, n_threads)
+    return row, (_take(X, train_idx), _take(y, train_idx)), (_take(X, test_idx), _take(y, test_idx))
+
+
+def _split_fit(name, X, y, test_size, kernel, transform, seed, model_params, keep_example, n_threads):
+    row, train, test = _split(name, X, y, test_size, seed)
+    return _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads)
+
+
+def _split_references(name, X, y, test_size, seed):
+    row, train, test = _split(name, X, y, test_size, seed)
+    return _reference_rows(row, train, test, seed)
 
 
 def _model_params(kernels, transforms, *, epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size,
@@ -204,7 +268,23 @@ def _progress_line(done, total, row):
     )
 
 
-def _run(calls, n_jobs, progress, return_examples):
+def _reference_line(rows):
+    first = rows[0]
+    head = f"[no model] {first['task']} {first['tail']} seed {first['seed']}: ".replace("  ", " ")
+    return head + ", ".join(
+        f"{row['kernel']} energy [symlog] {format_number(row['energy_symlog'])}, corr(scale) "
+        f"{format_number(row['corr_scale'])}" for row in rows
+    )
+
+
+def _run(calls, references, n_jobs, progress, return_examples):
+    """Score the reference rows (here, they are quick), run the fits, judge each fit against its references."""
+    reference_rows = []
+    for fn, args in references:
+        rows = fn(*args)
+        reference_rows.extend(rows)
+        if progress is not None and rows:
+            progress(_reference_line(rows))
     if n_jobs == 1:
         results = (fn(*args, **kw) for fn, args, kw in calls)
     else:
@@ -216,6 +296,8 @@ def _run(calls, n_jobs, progress, return_examples):
             examples[(row["kernel"], row["transform"])] = example
         if progress is not None:
             progress(_progress_line(done, len(calls), row))
+    _judge_learning(rows, reference_rows)
+    rows.extend(reference_rows)
     return (rows, examples) if return_examples else rows
 
 
@@ -252,6 +334,18 @@ def compare_kernels(
     W1 (exact up to 512 points, sliced above), the spread ratio (median and
     mean over measures) and the across-sample correlations of scale and
     location, and judged by :func:`~sklearn_measattn.metrics.collapse_verdict`.
+
+    Beside the fits, every seed gets the rows of three predictions that need
+    no model, scored with the same columns (``kernel`` names them,
+    ``transform`` is ``"none"``, the attention columns are empty):
+    ``pooled`` (each held-out measure predicted by points drawn from all the
+    training targets), ``identity`` (``y_pred = X``, when the input and
+    target features match) and ``oracle`` (a fresh sample of each held-out
+    measure's true target law, :func:`~sklearn_measattn.datasets.sample_target_law`:
+    the two-sample floor of each distance). Each fit's ``learned`` column
+    applies :func:`~sklearn_measattn.metrics.learned_verdict` against its
+    seed's ``pooled`` and ``identity`` rows, and ``energy_vs_baseline`` is its
+    energy over the lower of the two.
 
     Parameters
     ----------
@@ -296,7 +390,8 @@ def compare_kernels(
     Returns
     -------
     rows : list of dict
-        One row per fit, keys :data:`ROW_FIELDS`.
+        One row per fit, then the reference rows of each seed; keys
+        :data:`ROW_FIELDS`.
     examples : dict
         Only with ``return_examples=True``.
 
@@ -305,8 +400,8 @@ def compare_kernels(
     >>> from sklearn_measattn.experiments import compare_kernels
     >>> rows = compare_kernels(kernels=["log"], transforms=[None], n_samples=8,
     ...                        n_points=16, n_test=4, epochs=1, d_model=8, n_heads=2)
-    >>> rows[0]["kernel"], rows[0]["status"]
-    ('log', 'ok')
+    >>> [(row["kernel"], row["status"]) for row in rows]
+    [('log', 'ok'), ('pooled', 'ok'), ('identity', 'ok'), ('oracle', 'ok')]
     """
     if int(n_test) < 3:
         raise ValueError(f"n_test must be >= 3 (the across-sample correlation ranks measures), got {n_test}.")
@@ -323,7 +418,8 @@ def compare_kernels(
                                 return_examples and seed == seeds[0], n_threads)
         for seed in seeds for kernel in kernels for transform in transforms
     ]
-    return _run(calls, n_jobs, progress, return_examples)
+    references = [(_benchmark_references, (task, data_params, n_test, seed)) for seed in seeds]
+    return _run(calls, references, n_jobs, progress, return_examples)
 
 
 def compare_kernels_on_data(
@@ -355,7 +451,9 @@ def compare_kernels_on_data(
     :func:`sklearn.model_selection.train_test_split` with ``random_state=s``
     (so each seed also sees another split), the model is seeded with ``s``, and
     it is scored on the held-out measures exactly as in
-    :func:`compare_kernels`.
+    :func:`compare_kernels`, beside the ``pooled`` and ``identity`` rows of
+    that split (there is no ``oracle`` row: the true target law of your
+    measures is unknown).
 
     Parameters
     ----------
@@ -379,8 +477,9 @@ progress, return_examples
     Returns
     -------
     rows : list of dict
-        One row per fit, keys :data:`ROW_FIELDS` (``tail`` empty, ``tail_index``
-        ``nan``, ``n_points`` the largest measure's size).
+        One row per fit, then the reference rows of each seed; keys
+        :data:`ROW_FIELDS` (``tail`` empty, ``tail_index`` ``nan``,
+        ``n_points`` the largest measure's size).
     examples : dict
         Only with ``return_examples=True``.
 
@@ -401,6 +500,8 @@ progress, return_examples
     ...                                d_model=8, n_heads=2, n_layers=1)
     >>> rows[0]["n_samples"], rows[0]["n_test"], rows[0]["status"]
     (9, 3, 'ok')
+    >>> [row["kernel"] for row in rows[1:]]
+    ['pooled', 'identity']
     """
     X = _as_measures(X, "X")
     y = _as_measures(y, "y")
@@ -432,4 +533,5 @@ progress, return_examples
                             return_examples and seed == seeds[0], n_threads)
         for seed in seeds for kernel in kernels for transform in transforms
     ]
-    return _run(calls, n_jobs, progress, return_examples)
+    references = [(_split_references, (str(name), X, y, n_test, seed)) for seed in seeds]
+    return _run(calls, references, n_jobs, progress, return_examples)

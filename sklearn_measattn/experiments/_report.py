@@ -12,6 +12,7 @@ import csv
 import math
 import numbers
 import os
+import tempfile
 
 __all__ = ["format_number", "format_table", "write_csv", "check_output_path"]
 
@@ -156,10 +157,17 @@ def check_output_path(path, *, what="output file"):
         raise ValueError(f"{what} {path!r} is a folder; give a file name, e.g. {os.path.join(path, 'results.csv')!r}.")
     if not os.path.isdir(folder):
         raise ValueError(f"{what} {path!r}: the folder {folder!r} does not exist; create it first or choose another path.")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} {path!r}: the folder {folder!r} is not writable; choose another path.")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise ValueError(f"{what} {path!r} exists and is not writable; choose another path.")
+    # Try it rather than trust permission bits: as root, os.access says yes on a
+    # read-only file system, and ACLs can say no where the bits say yes.
+    try:
+        if os.path.exists(path):
+            with open(path, "a"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".measattn-write-check-"):
+                pass
+    except OSError as exc:
+        raise ValueError(f"{what} {path!r} cannot be written ({exc.strerror or exc}); choose another path.") from exc
     return path
 
 

@@ -6,13 +6,20 @@ import math
 
 import numpy as np
 
-from ..metrics import ATTENTION_ESS_THRESHOLD, CORRELATION_THRESHOLD, SPREAD_THRESHOLD
+from ..metrics import (
+    ATTENTION_ESS_THRESHOLD,
+    CORRELATION_THRESHOLD,
+    LEARNED_MARGIN,
+    REFERENCE_NAMES,
+    SPREAD_THRESHOLD,
+)
 from ._report import format_number, format_table
 
 __all__ = ["summarize", "comparison_table", "format_comparison", "recommend", "COMPARISON_NOTES"]
 
 _SUMMARY_METRICS = (
-    "energy_symlog", "w1_symlog", "energy", "w1", "attention_ess", "spread_ratio_median", "corr_scale", "fit_time",
+    "energy_symlog", "w1_symlog", "energy", "w1", "attention_ess", "spread_ratio_median", "corr_scale",
+    "energy_vs_baseline", "fit_time",
 )
 _GROUP_KEYS = ("task", "tail", "tail_index", "kernel", "transform")
 
@@ -31,11 +38,16 @@ COMPARISON_NOTES = (
     f"ratio < {SPREAD_THRESHOLD:g} ('spread'); k/n when seeds disagree.",
     f"ignores input: seeds with corr(scale) < {CORRELATION_THRESHOLD:g}; shown apart because too "
     "little training does this too.",
+    f"learned: seeds whose held-out energy [symlog] is below {LEARNED_MARGIN:g} x the better of the 'pooled' and "
+    "'identity' rows; only those have learned the map from input to output measure.",
+    "rows that need no model, scored alike: 'pooled' predicts every held-out measure by points drawn from all "
+    "training targets (the best that ignores the input); 'identity' predicts the input itself; 'oracle' is a "
+    "fresh sample of the true target law (built-in benchmarks only): the two-sample floor no model can beat.",
 )
 
 _TABLE_HEADER = (
     "kernel", "transform", "energy [symlog]", "W1 [symlog]", "attn ESS/n", "spread ratio", "corr(scale)",
-    "collapsed (why)", "ignores input", "fit (s)",
+    "collapsed (why)", "ignores input", "learned", "fit (s)",
 )
 
 
@@ -54,8 +66,11 @@ def summarize(rows):
         ``<metric>_std`` (sample standard deviation, ``nan`` for one seed) over
         the seeds whose fit did not diverge; ``n_seeds``, ``n_ok``,
         ``n_collapsed``, ``n_attention``, ``n_within``, ``n_across`` (seeds
-        whose verdict fired on each face); and ``collapsed``: ``"yes"``,
-        ``"no"``, ``"k/n"`` when seeds disagree, or ``"diverged"``.
+        whose verdict fired on each face); ``collapsed``: ``"yes"``,
+        ``"no"``, ``"k/n"`` when seeds disagree, or ``"diverged"``;
+        ``n_learned`` and ``learned`` (``"yes"``, ``"no"`` or ``"k/n"``) from
+        the rows' ``learned`` column; ``reference``: whether the group is a
+        row that needs no model (``pooled``, ``identity``, ``oracle``).
 
     Examples
     --------
@@ -88,6 +103,10 @@ def summarize(rows):
         out["n_attention"] = sum(bool(r["collapse_attention"]) for r in ok)
         out["n_within"] = sum(bool(r["collapse_within"]) for r in ok)
         out["n_across"] = sum(bool(r["collapse_across"]) for r in ok)
+        out["reference"] = out["kernel"] in REFERENCE_NAMES and out["transform"] == "none"
+        n_learned = sum(r.get("learned") is True for r in ok)
+        out["n_learned"] = n_learned
+        out["learned"] = "yes" if ok and n_learned == len(ok) else "no" if not n_learned else f"{n_learned}/{len(ok)}"
         if not ok:
             out["collapsed"] = "diverged"
         elif n_collapsed == len(ok):
@@ -139,10 +158,22 @@ def comparison_table(summary, *, judge=True):
     ['kernel', 'transform', 'energy [symlog]']
     """
     body = []
-    for s in summary:
+    for s in sorted(summary, key=lambda s: bool(s.get("reference"))):  # the no-model rows last
         n_ok = s["n_ok"]
+        if s.get("reference"):
+            body.append([
+                s["kernel"], "(no model)",
+                _mean_std(s["energy_symlog_mean"], s["energy_symlog_std"]),
+                _mean_std(s["w1_symlog_mean"], s["w1_symlog_std"]),
+                "-",
+                _mean_std(s["spread_ratio_median_mean"], s["spread_ratio_median_std"]),
+                _mean_std(s["corr_scale_mean"], s["corr_scale_std"]),
+                "-", "-", "-", "-",
+            ])
+            continue
+        learned = s["learned"] if n_ok else "diverged"
         if not judge and n_ok:
-            collapsed, ignores = "too small to judge", "-"
+            collapsed, ignores, learned = "too small to judge", "-", "-"
         else:
             collapsed = s["collapsed"] + ("" if s["collapsed"] in ("no", "diverged") else _why(s))
             ignores = "diverged" if not n_ok else f"{s['n_across']}/{n_ok}"
@@ -153,7 +184,7 @@ def comparison_table(summary, *, judge=True):
             _mean_std(s["attention_ess_mean"], s["attention_ess_std"]),
             _mean_std(s["spread_ratio_median_mean"], s["spread_ratio_median_std"]),
             _mean_std(s["corr_scale_mean"], s["corr_scale_std"]),
-            collapsed, ignores,
+            collapsed, ignores, learned,
             format_number(s["fit_time_mean"]),
         ])
     return list(_TABLE_HEADER), body
@@ -188,11 +219,15 @@ def format_comparison(summary, *, title=None, judge=True):
 def recommend(summary):
     """One line naming the best kernel and transform, with the evidence for it.
 
-    The best is the lowest mean symlog energy distance among the (kernel,
-    transform) pairs that neither collapsed nor diverged in any seed; the line
-    says which pairs collapsed, and whether the margin over the runner-up is
-    larger than the seed-to-seed standard deviation (with one seed there is no
-    noise estimate, and the line says so).
+    The candidates are the (kernel, transform) pairs that learned the map in
+    every seed (held-out energy below the no-model rows, see
+    :func:`~sklearn_measattn.metrics.learned_verdict`) and neither collapsed
+    nor diverged in any; the best is the one with the lowest mean symlog
+    energy distance. The line says which pairs collapsed or did not learn,
+    whether the margin over the runner-up is larger than the seed-to-seed
+    standard deviation (with one seed there is no noise estimate, and the line
+    says so), and, where an ``oracle`` row exists, how far the best is from the
+    two-sample floor. When no pair learned, it says so and what to raise.
 
     Parameters
     ----------
@@ -210,26 +245,43 @@ def recommend(summary):
     >>> recommend([])
     'recommendation: none: nothing was run.'
     """
-    if not summary:
+    fits = [s for s in summary if not s.get("reference")]
+    if not fits:
         return "recommendation: none: nothing was run."
-    usable = [s for s in summary if s["collapsed"] == "no" and np.isfinite(s["energy_symlog_mean"])]
-    failed = [f"{s['kernel']}/{s['transform']}" for s in summary if s["collapsed"] != "no"]
-    failed_text = f"; collapsed or diverged: {', '.join(failed)}" if failed else "; none collapsed"
+    collapsed = [f"{s['kernel']}/{s['transform']}" for s in fits if s["collapsed"] != "no"]
+    unlearned = [f"{s['kernel']}/{s['transform']}" for s in fits
+                 if s["collapsed"] == "no" and s.get("learned") != "yes"]
+    usable = [s for s in fits
+              if s["collapsed"] == "no" and s.get("learned") == "yes" and np.isfinite(s["energy_symlog_mean"])]
+    failed_text = f"; collapsed or diverged: {', '.join(collapsed)}" if collapsed else "; none collapsed"
+    if unlearned:
+        failed_text += f"; did not learn: {', '.join(unlearned)}"
     if not usable:
-        return "recommendation: none: every kernel and transform collapsed or diverged" + failed_text + "."
+        if not any(s.get("n_learned") for s in fits):
+            return ("recommendation: none: no configuration learned the map (held-out energy [symlog] not clearly "
+                    "below the 'pooled'/'identity' rows that need no model); the table ranks untrained models. "
+                    f"Train longer or on more measures (raise --epochs, --n-samples){failed_text}.")
+        return ("recommendation: none: no configuration learned the map in every seed without collapsing"
+                + failed_text + ".")
     usable.sort(key=lambda s: s["energy_symlog_mean"])
     best = usable[0]
     name = f"kernel={best['kernel']!r}, transform={best['transform'] if best['transform'] != 'none' else None!r}"
     evidence = (
-        f"lowest held-out energy [symlog] {format_number(best['energy_symlog_mean'])} with attn ESS/n "
-        f"{format_number(best['attention_ess_mean'])}"
+        f"lowest held-out energy [symlog] {format_number(best['energy_symlog_mean'])} among the configurations "
+        f"that learned, {format_number(best['energy_vs_baseline_mean'])} x the best no-model row, with attn "
+        f"ESS/n {format_number(best['attention_ess_mean'])}"
     )
+    oracle = next((s for s in summary if s.get("reference") and s["kernel"] == "oracle"
+                   and all(s[k] == best[k] for k in ("task", "tail", "tail_index"))), None)
+    if oracle is not None and oracle["energy_symlog_mean"] > 0:
+        evidence += (f"; {format_number(best['energy_symlog_mean'] / oracle['energy_symlog_mean'])} x the "
+                     f"oracle's two-sample floor {format_number(oracle['energy_symlog_mean'])}")
     if len(usable) > 1:
         runner = usable[1]
         margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]
         stds = [v for v in (best["energy_symlog_std"], runner["energy_symlog_std"]) if np.isfinite(v)]
         noise = max(stds) if stds else math.nan
-        evidence += f", next {runner['kernel']}/{runner['transform']} at {format_number(runner['energy_symlog_mean'])}"
+        evidence += f"; next {runner['kernel']}/{runner['transform']} at {format_number(runner['energy_symlog_mean'])}"
         if not np.isfinite(noise):
             evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell)"
         elif margin <= noise:

@@ -23,6 +23,11 @@ has :meth:`~sklearn_measattn.MeasureTransformerRegressor.attention_ess`),
 :func:`spread_ratio` (within an ensemble) and :func:`across_sample_correlation`
 (across samples); :func:`collapse_verdict` applies the fixed rule to them and
 :func:`collapse_diagnostics` measures all of them on a fitted model.
+
+Whether a model learned the measure-dependent map at all is judged against
+predictions that need no model (:func:`reference_predictions`: the pooled
+training targets, the input itself, the true target law where known) by the
+fixed rule of :func:`learned_verdict`.
 """
 
 from ._collapse import (
@@ -35,6 +40,7 @@ from ._collapse import (
 )
 from ._diagnostics import across_sample_correlation, attention_ess, spread_ratio
 from ._distances import energy_distance, mmd, wasserstein_distance
+from ._learning import LEARNED_MARGIN, LEARNED_RULE, REFERENCE_NAMES, learned_verdict, reference_predictions
 from ._scorer import (
     SCORER_NAMES,
     SCORING_SPACES,
@@ -60,6 +66,11 @@ __all__ = [
     "SPREAD_THRESHOLD",
     "CORRELATION_THRESHOLD",
     "COLLAPSE_RULE",
+    "learned_verdict",
+    "reference_predictions",
+    "LEARNED_MARGIN",
+    "LEARNED_RULE",
+    "REFERENCE_NAMES",
     "to_space",
     "SCORING_SPACES",
     "make_measure_scorer",

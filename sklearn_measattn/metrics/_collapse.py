@@ -128,14 +128,19 @@ def collapse_diagnostics(
 ):
     """Measure every face of collapse of a fitted model on held-out measures.
 
+    With ``estimator=None`` it measures the faces of a prediction made without
+    a model (``y_pred``, e.g. from :func:`reference_predictions`): everything
+    but the attention face, which is then ``None``.
+
     Parameters
     ----------
-    estimator : MeasureTransformerRegressor
-        A fitted model.
+    estimator : MeasureTransformerRegressor or None
+        A fitted model, or ``None`` to score ``y_pred`` alone.
     X, y : array-like of shape (n_samples, n_points, n_features) or lists
         Held-out input and target measures (at least 3, for the correlation).
     y_pred : array-like or list, default=None
-        ``estimator.predict(X)`` when the caller already has it; predicted here otherwise.
+        ``estimator.predict(X)`` when the caller already has it; predicted here
+        otherwise. Required with ``estimator=None``.
     space : {"raw", "symlog"}, default="symlog"
         Space of the energy distance and W1 reported next to the faces (the
         faces themselves are scale-free).
@@ -169,7 +174,12 @@ def collapse_diagnostics(
      'energy', 'space', 'spread_ratio', 'w1', 'within']
     """
     space = _check_space(space)
-    ess = estimator.attention_ess(X, layer=layer, max_queries=max_queries, random_state=random_state)
+    if estimator is None:
+        if y_pred is None:
+            raise ValueError("collapse_diagnostics(None, ...) scores a given prediction: pass y_pred.")
+        ess = np.full((1, 1), np.nan)
+    else:
+        ess = estimator.attention_ess(X, layer=layer, max_queries=max_queries, random_state=random_state)
     if y_pred is None:
         y_pred = estimator.predict(X)
     ratios = spread_ratio(y, y_pred, multioutput="raw_values")
@@ -179,7 +189,7 @@ def collapse_diagnostics(
     method = "exact" if n_points <= 512 else "sliced"
     report = {
         "attention_ess": float(np.median(ess)),
-        "attention_ess_min_head": float(np.min(np.median(ess, axis=0))),
+        "attention_ess_min_head": float(np.min(np.median(ess, axis=0))),  # nan without a model
         "spread_ratio": float(np.nanmedian(ratios)),
         "corr_scale": float(corr),
         "energy": float(energy_distance(y_space, pred_space)),
