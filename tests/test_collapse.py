@@ -272,6 +272,9 @@ def test_learned_verdict_takes_the_better_no_model_row():
     assert learned_verdict(0.07, pooled=0.08)["learned"] is False  # within the margin
     assert learned_verdict(float("nan"), pooled=0.08)["learned"] is None
     assert learned_verdict(0.05)["learned"] is None
+    # when even a fresh sample of the true law is not clearly below the no-model rows, nothing can be told
+    assert learned_verdict(0.01, pooled=0.08, oracle=0.07)["learned"] is None
+    assert learned_verdict(0.01, pooled=0.08, oracle=0.03)["learned"] is True
     with pytest.raises(TypeError, match="pooled must be a real number"):
         learned_verdict(0.05, pooled="low")
 

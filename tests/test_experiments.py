@@ -271,7 +271,7 @@ def test_recommendation_only_among_configurations_that_learned():
     line = recommend(summarize(rows))
     assert line.startswith("recommendation: kernel='log'")
     assert "did not learn: softmax/none" in line
-    assert "2.00 x the oracle's two-sample floor 0.0300" in line
+    assert "2.00 x the oracle's two-sample level 0.0300" in line
     nothing = recommend(summarize([_row(kernel="log", learned=False), *references]))
     assert nothing.startswith("recommendation: none: no configuration learned the map")
     assert "--epochs" in nothing and "--n-samples" in nothing

@@ -7,7 +7,7 @@ A batch of measures is a float array ``(n_samples, n_points, n_features)``: samp
 - Benchmarks of maps between heavy-tailed measures: :func:`make_matrix_inverse`,
   :func:`make_sheared_swap`, :func:`load_benchmark`, and
   :func:`sample_target_law` to draw their target measures again (the
-  two-sample floor of a distance).
+  two-sample level of a distance).
 - A data-assimilation benchmark: forecast and analysis ensembles of the
   Lorenz-96 model, :func:`make_lorenz96_analysis`.
 - Your own ensembles from ``.npy``, ``.npz``, CSV/TSV files or a pandas

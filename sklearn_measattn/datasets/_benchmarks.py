@@ -384,9 +384,8 @@ def sample_target_law(bunch, *, n_points=None, random_state=None):
     benchmark's ``target`` holds one empirical sample of it. This draws
     another, from the per-sample parameters in ``bunch.params`` and new base
     draws ``Z``, independent of ``bunch.data`` and ``bunch.target``. Scored
-    against ``bunch.target``, it gives the two-sample floor of a distance: what
-    a perfect model that knows the true target law would reach with
-    ``n_points`` points.
+    against ``bunch.target``, it gives the two-sample level of a distance: what
+    random draws of ``n_points`` points from the true target law score.
 
     Parameters
     ----------

@@ -195,7 +195,8 @@ def _judge_learning(rows, references):
     for row in rows:
         found = energies.get(key(row), {})
         verdict = learned_verdict(row["energy_symlog"] if row["status"] == "ok" else None,
-                                  pooled=found.get("pooled"), identity=found.get("identity"))
+                                  pooled=found.get("pooled"), identity=found.get("identity"),
+                                  oracle=found.get("oracle"))
         row.update(learned=verdict["learned"], energy_vs_baseline=verdict["ratio"])
 
 
@@ -342,7 +343,7 @@ def compare_kernels(
     training targets), ``identity`` (``y_pred = X``, when the input and
     target features match) and ``oracle`` (a fresh sample of each held-out
     measure's true target law, :func:`~sklearn_measattn.datasets.sample_target_law`:
-    the two-sample floor of each distance). Each fit's ``learned`` column
+    the two-sample level of each distance). Each fit's ``learned`` column
     applies :func:`~sklearn_measattn.metrics.learned_verdict` against its
     seed's ``pooled`` and ``identity`` rows, and ``energy_vs_baseline`` is its
     energy over the lower of the two.

@@ -15,7 +15,7 @@ from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
 from ..preprocessing import symlog
 from ._compare import torch_threads
 from ._report import format_number, format_table
-from ._tails import estimate_tail_index
+from ._tails import _per_measure_tail_index, estimate_tail_index
 
 __all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
 
@@ -57,7 +57,15 @@ class Diagnosis:
     n_queries_ess : int
         Queries per measure used for the ESS.
     notes : list of str
-        Caveats printed before the recommendation (e.g. few points).
+        Caveats printed before the recommendation (e.g. few points, or
+        measures whose tails differ).
+    measure_tail_index : tuple of float
+        ``(lowest, highest)`` of the norm's tail index estimated on each
+        measure alone (NaN when no measure has the 36 points this needs).
+    tails_differ : bool
+        Whether the measures' own estimates are too far apart for one common
+        tail index (their simultaneous intervals do not all overlap); the
+        pooled estimate then mixes different tails.
 
     Examples
     --------
@@ -78,6 +86,8 @@ class Diagnosis:
     n_measures_ess: int
     n_queries_ess: int
     notes: list = field(default_factory=list)
+    measure_tail_index: tuple = (math.nan, math.nan)
+    tails_differ: bool = False
 
     def rows(self):
         """The diagnosis as CSV rows (long format, for :func:`write_csv`).
@@ -101,6 +111,9 @@ class Diagnosis:
             for transform in ("none", "symlog"):
                 rows.append({"what": "attention_ess", "of": f"{k['kernel']}/{transform}", "value": k[f"ess_{transform}"],
                              "detail": f"ESS/n, {self.n_measures_ess} measures x {self.n_queries_ess} queries"})
+        low, high = self.measure_tail_index
+        rows.append({"what": "tail_index_per_measure", "of": "norm", "ci_lower": low, "ci_upper": high,
+                     "detail": "differ" if self.tails_differ else "consistent with one tail index"})
         rows.append({"what": "recommendation", "of": f"{self.kernel}/{self.transform or 'none'}",
                      "detail": self.reason})
         return rows
@@ -215,6 +228,7 @@ def diagnose_measures(
     max_queries=64,
     n_draws=2,
     random_state=0,
+    feature_names=None,
 ):
     """Diagnose measures before training: how heavy are the tails, which kernels collapse, what to use.
 
@@ -261,10 +275,17 @@ def diagnose_measures(
         Random projection pairs averaged in the ESS.
     random_state : int, RandomState instance or None, default=0
         Seeds the subsamples and the projections.
+    feature_names : sequence of str, default=None
+        Names of the features in the report (e.g. a table's column names);
+        None means ``"feature 0", "feature 1", ...``.
 
     Returns
     -------
     diagnosis : Diagnosis
+        The pooled estimate assumes one tail index for all measures; each
+        measure is also estimated alone, and when those estimates are too far
+        apart for one common index (``diagnosis.tails_differ``) a note says
+        so, with their range.
 
     Raises
     ------
@@ -292,7 +313,11 @@ def diagnose_measures(
     n_draws = check_positive(n_draws, "n_draws", integer=True)
     X, weights = check_measures(X, input_name="X", dtype=np.float64)
     tails = estimate_tail_index(X if weights is None else [X[i][weights[i] > 0] for i in range(len(X))],
-                                n_tail=n_tail, confidence=confidence)
+                                n_tail=n_tail, confidence=confidence, feature_names=feature_names)
+    own, own_lower, own_upper = _per_measure_tail_index(X, weights, confidence=confidence)
+    estimated = np.isfinite(own_lower) & np.isfinite(own_upper)
+    differ = bool(estimated.sum() >= 2 and own_lower[estimated].max() > own_upper[estimated].min())
+    spread = (float(np.nanmin(own)), float(np.nanmax(own))) if np.isfinite(own).any() else (math.nan, math.nan)
     light = bool(tails.light_tailed[-1])
     _, lower, upper = tails.norm
     rng = check_random_state(random_state)
@@ -314,8 +339,17 @@ def diagnose_measures(
     notes = []
     if tails.n_tail < 30:
         notes.append(f"Only {tails.n_values} points in all: the tail estimate is rough; more measures sharpen it.")
+    if differ:
+        heaviest, lightest = int(np.nanargmin(own)), int(np.nanargmax(own))
+        notes.append(
+            f"The measures' tails differ: estimated on each measure alone, the norm's tail index runs from "
+            f"{format_number(own[heaviest])} (measure {heaviest}) to {format_number(own[lightest])} (measure "
+            f"{lightest}), too far apart for one common index. The pooled estimate above mixes them and the "
+            "recommendation follows the heaviest tails it sees; diagnose groups of similar measures separately "
+            "for a sharper reading."
+        )
     return Diagnosis(tails, rows, light, kernel, transform, reason, tuple(X.shape), len(chosen),
-                     min(max_queries, X.shape[1]), notes)
+                     min(max_queries, X.shape[1]), notes, spread, differ)
 
 
 def _tail_reading(alpha, light):

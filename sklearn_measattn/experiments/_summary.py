@@ -39,10 +39,12 @@ COMPARISON_NOTES = (
     f"ignores input: seeds with corr(scale) < {CORRELATION_THRESHOLD:g}; shown apart because too "
     "little training does this too.",
     f"learned: seeds whose held-out energy [symlog] is below {LEARNED_MARGIN:g} x the better of the 'pooled' and "
-    "'identity' rows; only those have learned the map from input to output measure.",
+    "'identity' rows; only those have learned the map from input to output measure. \"can't tell\" when even "
+    "the 'oracle' row is not that far below them: at this size the distance cannot show learning.",
     "rows that need no model, scored alike: 'pooled' predicts every held-out measure by points drawn from all "
     "training targets (the best that ignores the input); 'identity' predicts the input itself; 'oracle' is a "
-    "fresh sample of the true target law (built-in benchmarks only): the two-sample floor no model can beat.",
+    "fresh sample of the true target law (built-in benchmarks only): the two-sample level, what random draws "
+    "from the right law score (a model can land below it).",
 )
 
 _TABLE_HEADER = (
@@ -95,7 +97,7 @@ def summarize(rows):
         out["n_ok"] = len(ok)
         for metric in _SUMMARY_METRICS:
             source = members if metric == "fit_time" else ok
-            values = np.array([r[metric] for r in source], dtype=float)
+            values = np.array([r.get(metric, math.nan) for r in source], dtype=float)
             out[f"{metric}_mean"] = float(values.mean()) if len(values) else math.nan
             out[f"{metric}_std"] = float(values.std(ddof=1)) if len(values) > 1 else math.nan
         n_collapsed = sum(bool(r["collapsed"]) for r in ok)
@@ -105,8 +107,14 @@ def summarize(rows):
         out["n_across"] = sum(bool(r["collapse_across"]) for r in ok)
         out["reference"] = out["kernel"] in REFERENCE_NAMES and out["transform"] == "none"
         n_learned = sum(r.get("learned") is True for r in ok)
+        judged = sum(r.get("learned") in (True, False) for r in ok)
         out["n_learned"] = n_learned
-        out["learned"] = "yes" if ok and n_learned == len(ok) else "no" if not n_learned else f"{n_learned}/{len(ok)}"
+        if ok and not judged:
+            out["learned"] = "can't tell"
+        elif n_learned == judged:
+            out["learned"] = "yes" if judged == len(ok) else f"{n_learned}/{len(ok)}"
+        else:
+            out["learned"] = "no" if not n_learned else f"{n_learned}/{len(ok)}"
         if not ok:
             out["collapsed"] = "diverged"
         elif n_collapsed == len(ok):
@@ -227,7 +235,7 @@ def recommend(summary):
     whether the margin over the runner-up is larger than the seed-to-seed
     standard deviation (with one seed there is no noise estimate, and the line
     says so), and, where an ``oracle`` row exists, how far the best is from the
-    two-sample floor. When no pair learned, it says so and what to raise.
+    two-sample level. When no pair learned, it says so and what to raise.
 
     Parameters
     ----------
@@ -275,7 +283,7 @@ def recommend(summary):
                    and all(s[k] == best[k] for k in ("task", "tail", "tail_index"))), None)
     if oracle is not None and oracle["energy_symlog_mean"] > 0:
         evidence += (f"; {format_number(best['energy_symlog_mean'] / oracle['energy_symlog_mean'])} x the "
-                     f"oracle's two-sample floor {format_number(oracle['energy_symlog_mean'])}")
+                     f"oracle's two-sample level {format_number(oracle['energy_symlog_mean'])}")
     if len(usable) > 1:
         runner = usable[1]
         margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]

@@ -30,7 +30,7 @@ class TailIndexEstimate:
     Parameters
     ----------
     labels : tuple of str
-        ``("feature 0", ..., "norm")``.
+        ``("feature 0", ..., "norm")``, or the feature names given.
     tail_index : ndarray of shape (n_features + 1,)
         Hill's estimate ``alpha_hat``: ``P(|Z| > t) ~ C t^-alpha``. ``inf``
         when the ``k`` largest values are all equal, ``nan`` when the
@@ -151,7 +151,51 @@ def _deviations(X, weights):
     return np.concatenate(chunks)
 
 
-def estimate_tail_index(X, *, n_tail="sqrt", confidence=0.95, light_tail_index=LIGHT_TAIL_INDEX):
+def _check_feature_names(feature_names, n_features):
+    if feature_names is None:
+        return tuple(f"feature {j}" for j in range(n_features))
+    if isinstance(feature_names, (str, bytes)) or len(feature_names) != n_features:
+        raise ValueError(
+            f"feature_names must name each of the {n_features} features, got {feature_names!r}."
+        )
+    names = tuple(str(name) for name in feature_names)
+    if "norm" in names or len(set(names)) != len(names):
+        raise ValueError(f"feature_names must be distinct and not 'norm' (the norm's row), got {feature_names!r}.")
+    return names
+
+
+def _per_measure_tail_index(X, weights=None, *, confidence=0.95):
+    """Hill estimates of the norm's tail index of each measure on its own.
+
+    Each measure uses ``k = floor(sqrt(n_i))`` of its own ``n_i`` points; a
+    measure with fewer than 36 points (``k < 6``) gets NaN. The intervals are at
+    level ``1 - (1 - confidence) / n`` for ``n`` measures (Bonferroni), so that
+    when every measure has the same tail index all ``n`` intervals hold it
+    together with probability at least ``confidence``: intervals that do not
+    all overlap say the tails differ.
+
+    Returns
+    -------
+    alpha, lower, upper : ndarray of shape (n_samples,)
+        Estimates and intervals (NaN for measures too small to estimate).
+    """
+    n = X.shape[0]
+    level = 1.0 - (1.0 - confidence) / max(n, 1)
+    out = np.full((3, n), np.nan)
+    for i in range(n):
+        points = X[i] if weights is None else X[i][weights[i] > 0]
+        norms = np.linalg.norm(points - np.median(points, axis=0), axis=1)
+        k = int(math.floor(math.sqrt(norms.size)))
+        if k < 6:
+            continue
+        alpha, _, lower, upper = _hill(norms, k, level)
+        out[:, i] = alpha, lower, upper
+    return out[0], out[1], out[2]
+
+
+def estimate_tail_index(
+    X, *, n_tail="sqrt", confidence=0.95, light_tail_index=LIGHT_TAIL_INDEX, feature_names=None
+):
     r"""Estimate the tail index of a batch of measures, per feature and of the norm.
 
     Each measure is centred at its own coordinate-wise median; the deviations
@@ -186,6 +230,9 @@ def estimate_tail_index(X, *, n_tail="sqrt", confidence=0.95, light_tail_index=L
         Level of the confidence interval, in (0, 1).
     light_tail_index : float, default=5.0
         Estimates above this are reported as light-tailed.
+    feature_names : sequence of str, default=None
+        Names of the features in :attr:`TailIndexEstimate.labels` (e.g. a
+        table's column names); None means ``"feature 0", "feature 1", ...``.
 
     Returns
     -------
@@ -219,10 +266,11 @@ def estimate_tail_index(X, *, n_tail="sqrt", confidence=0.95, light_tail_index=L
     if not (isinstance(light_tail_index, numbers.Real) and light_tail_index > 0):
         raise ValueError(f"light_tail_index must be a positive number, got {light_tail_index!r}.")
     X, weights = check_measures(X, input_name="X", dtype=np.float64)
+    names = _check_feature_names(feature_names, X.shape[2])
     deviations = _deviations(X, weights)
     m = deviations.shape[0]
     k = _choose_k(n_tail, m)
     columns = [_hill(deviations[:, j], k, float(confidence)) for j in range(deviations.shape[1])]
     alpha, se, lower, upper = (np.array(values) for values in zip(*columns))
-    labels = tuple(f"feature {j}" for j in range(X.shape[2])) + ("norm",)
+    labels = names + ("norm",)
     return TailIndexEstimate(labels, alpha, se, lower, upper, float(confidence), k, m, float(light_tail_index))

@@ -13,19 +13,30 @@ clearly below the best prediction that needs no model:
 
 ``learned = energy < LEARNED_MARGIN * min(pooled, identity)`` with
 ``LEARNED_MARGIN = 0.8``: at least 20% below the better of the two. Why 20%:
-the pooled row is itself a random draw, and its energy moves by about 5-10%
-between draws of the pool on 64 held-out heavy-tailed measures; a model within
-that band of it is not distinguishable from one that ignores its input. Why
-both rows: the scale correlation alone cannot tell learning from copying -- on
+the pooled row is itself a random draw. Measured over 10 draws of the pool on
+64 held-out measures of 128 points (both benchmarks, Pareto 0.7 and
+Student-t 1 tails, 512 training measures), its symlog energy has a standard
+deviation of 2% to 7% of its mean, and spans 0.077-0.095 in the noisiest
+case; 20% is about three standard deviations there, so a model within it is
+not distinguishable from one that ignores its input. Why both rows: the scale correlation alone cannot tell learning from copying -- on
 a map that shrinks each ensemble toward its median, the identity prediction
 follows the target's scale across measures almost perfectly (rank correlation
 near 1) while being far from the target, so the energy against the identity
 row is what says the model did better than copying.
 
 The ``oracle`` row of the built-in benchmarks (a fresh sample of the true
-target law, :func:`sklearn_measattn.datasets.sample_target_law`) is the
-two-sample floor of the distance: no model can be expected below it. It says
-how far a learned model is from perfect; it does not enter the verdict.
+target law, :func:`sklearn_measattn.datasets.sample_target_law`) scores what
+a model that draws random points from the true target law would score: the
+two-sample level of the distance. It says how far a learned model is from
+that; it does not enter the verdict. A model can land below it (its points
+are not an independent random sample of the target law: a smooth, well-spread
+prediction can be closer to the target sample than a second random sample
+is), so it is a yardstick, not a bound. It does enter in one case: when
+even the oracle is not below the margin (``oracle >= LEARNED_MARGIN`` times
+the better no-model row), the held-out data cannot show learning at this size
+(the target laws differ too little across measures, after symlog, for the
+distance to see it), and the verdict is ``None`` rather than a ``False`` that
+would blame the model.
 """
 
 from __future__ import annotations
@@ -61,7 +72,7 @@ def _finite_or_none(value, name):
     return None if math.isnan(value) else value
 
 
-def learned_verdict(energy, *, pooled=None, identity=None):
+def learned_verdict(energy, *, pooled=None, identity=None, oracle=None):
     """Apply the fixed learned rule to a held-out energy and the no-model rows.
 
     Parameters
@@ -74,12 +85,16 @@ def learned_verdict(energy, *, pooled=None, identity=None):
     identity : float or None
         The same distance for ``y_pred = X``; ``None`` when the input and
         target dimensions differ.
+    oracle : float or None
+        The same distance for a fresh sample of the true target law, where it
+        is known.
 
     Returns
     -------
     verdict : dict
         ``learned`` (``True``/``False``, or ``None`` when ``energy`` or both
-        rows are missing), ``baseline`` (``"pooled"`` or ``"identity"``, the
+        rows are missing, or when the oracle itself is not below the margin),
+        ``baseline`` (``"pooled"`` or ``"identity"``, the
         lower of the two), ``baseline_energy`` and ``ratio``
         (``energy / baseline_energy``; learned means ``ratio < LEARNED_MARGIN``).
 
@@ -91,6 +106,8 @@ def learned_verdict(energy, *, pooled=None, identity=None):
     >>> verdict = learned_verdict(0.065, pooled=0.077, identity=0.222)  # within 20% of pooled
     >>> verdict["learned"], verdict["baseline"], round(verdict["ratio"], 3)
     (False, 'pooled', 0.844)
+    >>> learned_verdict(0.05, pooled=0.06, oracle=0.055)["learned"] is None  # the data cannot tell
+    True
     """
     energy = _finite_or_none(energy, "energy")
     rows = {name: _finite_or_none(value, name) for name, value in (("pooled", pooled), ("identity", identity))}
@@ -102,8 +119,10 @@ def learned_verdict(energy, *, pooled=None, identity=None):
     if energy is None:
         return {"learned": None, "baseline": baseline, "baseline_energy": reference, "ratio": math.nan}
     ratio = energy / reference if reference > 0 else math.inf
-    return {"learned": bool(ratio < LEARNED_MARGIN), "baseline": baseline, "baseline_energy": reference,
-            "ratio": ratio}
+    oracle = _finite_or_none(oracle, "oracle")
+    undecidable = oracle is not None and not oracle < LEARNED_MARGIN * reference
+    return {"learned": None if undecidable else bool(ratio < LEARNED_MARGIN), "baseline": baseline,
+            "baseline_energy": reference, "ratio": ratio}
 
 
 def _measures(X, input_name):
