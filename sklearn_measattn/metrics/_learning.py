@@ -18,25 +18,25 @@ the pooled row is itself a random draw. Measured over 10 draws of the pool on
 Student-t 1 tails, 512 training measures), its symlog energy has a standard
 deviation of 2% to 7% of its mean, and spans 0.077-0.095 in the noisiest
 case; 20% is about three standard deviations there, so a model within it is
-not distinguishable from one that ignores its input. Why both rows: the scale correlation alone cannot tell learning from copying -- on
-a map that shrinks each ensemble toward its median, the identity prediction
-follows the target's scale across measures almost perfectly (rank correlation
-near 1) while being far from the target, so the energy against the identity
-row is what says the model did better than copying.
+not distinguishable from one that ignores its input. Why both rows: the
+scale correlation alone cannot tell learning from copying -- on a map that
+shrinks each ensemble toward its median, the identity prediction follows the
+target's scale across measures almost perfectly (rank correlation near 1)
+while being far from the target, so the energy against the identity row is
+what says the model did better than copying.
 
 The ``oracle`` row of the built-in benchmarks (a fresh sample of the true
 target law, :func:`sklearn_measattn.datasets.sample_target_law`) scores what
-a model that draws random points from the true target law would score: the
-two-sample level of the distance. It says how far a learned model is from
-that; it does not enter the verdict. A model can land below it (its points
-are not an independent random sample of the target law: a smooth, well-spread
-prediction can be closer to the target sample than a second random sample
-is), so it is a yardstick, not a bound. It does enter in one case: when
-even the oracle is not below the margin (``oracle >= LEARNED_MARGIN`` times
-the better no-model row), the held-out data cannot show learning at this size
-(the target laws differ too little across measures, after symlog, for the
-distance to see it), and the verdict is ``None`` rather than a ``False`` that
-would blame the model.
+random draws from the true target law score: the two-sample level of the
+distance, which says how far a learned model is from the truth. It is a
+yardstick, not a bound: a model can land below it, since its points are not
+an independent random sample (a smooth, well-spread prediction can be closer
+to the target sample than a second random sample is). It enters the verdict
+in one case only: when even the oracle is not below the margin
+(``oracle >= LEARNED_MARGIN`` times the better no-model row), the held-out
+data cannot show learning at this size (after symlog, the target laws differ
+too little across measures for the distance to see it), and the verdict is
+``None`` rather than a ``False`` that would blame the model.
 """
 
 from __future__ import annotations
