@@ -102,11 +102,11 @@ def seeds_from_args(values):
     return list(range(numbers[0]))
 
 
-def _add_loader_options(parser, *, prefix="", what="the file"):
+def _add_loader_options(parser, *, prefix="", what="the file", default="X, then arr_0, arr_1, ..., then a lone array"):
     dash = f"--{prefix}" if prefix else "--"
     parser.add_argument(f"{dash}key", default=None, metavar="NAME",
-                        help=f"for an .npz: the array (or per-measure prefix) to read from {what} (default: X, "
-                             "then arr_0, arr_1, ..., then a lone array)")
+                        help=f"for an .npz: the array (or per-measure prefix NAME_0, NAME_1, ...) to read from {what} "
+                             f"(default: {default}); the report names the array it read")
     parser.add_argument(f"{dash}feature-columns", nargs="+", default=None, metavar="COLUMN",
                         help=f"for a CSV/TSV table: the columns of {what} holding the coordinates "
                              "(default: every column but the measure column)")
@@ -128,14 +128,17 @@ def _add_compare(sub):
     data.add_argument("--data", metavar="FILE",
                       help="input measures: .npy, .npz, .csv or .tsv (see the user guide on loading your data)")
     data.add_argument("--y", metavar="FILE",
-                      help="target measures, one per input measure, in the same order; required with --data, "
-                           "except for an .npz holding both (then read from its array 'y')")
+                      help="target measures, one per input measure; required with --data, except for an .npz "
+                           "holding both (then read from its array 'y'). Two tables (CSV/TSV) are paired by measure "
+                           "name and must name the same measures; other files pair by position")
     data.add_argument("--test-size", type=_test_size, default=0.25,
                       help="held-out measures: a fraction or a count (default 0.25; at least 3)")
     data.add_argument("--group-column", default=None, metavar="COLUMN",
                       help="for CSV/TSV tables: the column naming each point's measure (default: measure)")
     _add_loader_options(data, what="--data")
-    _add_loader_options(data, prefix="y-", what="--y")
+    _add_loader_options(data, prefix="y-", what="--y (or from --data when --y is left out)",
+                        default="y; in a separate --y archive without one, X, then arr_0, arr_1, ..., then a lone "
+                                "array")
     bench = cmp_.add_argument_group("benchmark")
     bench.add_argument("--task", choices=BENCHMARK_NAMES, default=None, help=f"benchmark (default {d['task']})")
     bench.add_argument("--tail", choices=TAILS, default=None, help=f"base family (default {d['tail']})")
@@ -174,7 +177,8 @@ def _add_compare(sub):
                            "measures x 512 points, 200 epochs, d_model 64, 3 seeds, meant for a GPU; explicit options "
                            "override the preset")
     size.add_argument("--quick", action="store_true",
-                      help="tiny sizes for smoke tests (seconds): 12 measures x 16 points, 2 epochs, d_model 8")
+                      help="tiny sizes for smoke tests (seconds): 2 epochs, d_model 8, and on a benchmark 12 "
+                           "measures x 16 points; with --data every measure and point of your data is used")
     cmp_.add_argument("--out", metavar="CSV", help="write one row per fit (per seed) to this CSV file")
     cmp_.add_argument("--plot", metavar="PNG", help="save a figure (needs matplotlib)")
     cmp_.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
@@ -185,9 +189,11 @@ def _add_diagnose(sub):
         "diagnose",
         help="estimate the tails of your measures and recommend a kernel and transform (seconds, no training)",
         description=(
-            "Read measures from FILE (.npy, .npz, .csv or .tsv) and print: the tail index of each feature and of "
-            "the point norm with its uncertainty; which kernels' attention integrals diverge at that index; each "
-            "kernel's attention effective sample size on your data; and a recommended kernel and transform."
+            "Read measures from FILE (.npy, .npz, .csv or .tsv; the report names the .npz array it read) and "
+            "print: the tail index of each feature (named by its column in a table) and of the point norm with "
+            "its uncertainty, and whether the measures' own tails differ; which kernels' attention integrals "
+            "diverge at that index; each kernel's attention effective sample size on your data; and a "
+            "recommended kernel and transform."
         ),
     )
     diag.add_argument("file", metavar="FILE", help="the measures: .npy, .npz, .csv or .tsv")

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import os
+import re
 import time
+import zipfile
+
+import numpy as np
 
 from .datasets import load_measures
 from .experiments import (
@@ -41,20 +46,58 @@ def _elapsed(start):
     return f"total time {format_number(time.perf_counter() - start)} s"
 
 
-def _load(parser, path, *, key, group_column, feature_columns, option):
-    options = {"key": key, "feature_columns": feature_columns}
+# The loader's keyword arguments as the command line spells them, per file option.
+_LOADER_OPTIONS = {
+    "--y": {"group_column": "--group-column", "feature_columns": "--y-feature-columns", "key": "--y-key"},
+    None: {"group_column": "--group-column", "feature_columns": "--feature-columns", "key": "--key"},
+}
+
+
+def _as_options(message, option):
+    """A loader message with its keyword arguments (``group_column=``) named as options (``--group-column``)."""
+    names = _LOADER_OPTIONS.get(option, _LOADER_OPTIONS[None])
+    message = message.replace("key='y' for targets", "--y-key y for the targets")
+    return re.sub(r"\b(group_column|feature_columns|key)\b=?", lambda match: names[match.group(1)], message)
+
+
+def _is_table(path):
+    return os.path.splitext(path)[1].lower() in (".csv", ".tsv")
+
+
+def _npz_arrays(path, key):
+    """Which arrays of an .npz the loader reads with ``key`` (its documented order), for the report."""
+    if not path.lower().endswith(".npz"):
+        return ""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            files = set(archive.files)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return ""
+    for prefix in ([key] if key is not None else ["X", "arr"]):
+        if prefix in files:
+            return f" (array {prefix!r})"
+        if f"{prefix}_0" in files:
+            return f" (arrays {prefix}_0, {prefix}_1, ...)"
+    if key is None and len(files) == 1:
+        return f" (array {next(iter(files))!r})"
+    return ""
+
+
+def _load(parser, path, *, key, group_column, feature_columns, option, labels=None):
+    options = {"key": key, "feature_columns": feature_columns, "labels": labels}
     if group_column is not None:
         options["group_column"] = group_column
     try:
-        return load_measures(path, **{k: v for k, v in options.items() if v is not None})
-    except (ValueError, TypeError) as exc:
-        parser.error(f"{option}: {exc}" if option else str(exc))
+        return load_measures(path, return_labels=True, **{k: v for k, v in options.items() if v is not None})
+    except (ValueError, TypeError, FileNotFoundError) as exc:
+        message = _as_options(str(exc), option)
+        parser.error(f"{option}: {message}" if option else message)
 
 
 def _load_pair(args, parser):
-    """``(X, y)`` from --data and --y (or the 'y' array of the same .npz)."""
-    X = _load(parser, args.data, key=args.key, group_column=args.group_column,
-              feature_columns=args.feature_columns, option="--data")
+    """``(X, y)`` from --data and --y (or the 'y' array of the same .npz), and how they were read."""
+    X, labels = _load(parser, args.data, key=args.key, group_column=args.group_column,
+                      feature_columns=args.feature_columns, option="--data")
     y_path, y_key = args.y, args.y_key
     same_npz = args.data.lower().endswith(".npz") and (
         y_path is None or os.path.abspath(y_path) == os.path.abspath(args.data))
@@ -63,11 +106,18 @@ def _load_pair(args, parser):
             parser.error("--y FILE is required with --data (the target measures, one per input measure); it may be "
                          "left out only when --data is an .npz that also holds the targets as array 'y'")
         y_path = args.data
-    if same_npz and y_key is None:
-        y_key = "y"
-    y = _load(parser, y_path, key=y_key, group_column=args.group_column, feature_columns=args.y_feature_columns,
-              option="--y")
-    return X, y
+    if y_key is None and (same_npz or _npz_arrays(y_path, "y")):
+        y_key = "y"  # targets: the array y (or y_0, y_1, ...) when the archive has one
+    # Two tables name their measures: pair them by name, not by row order.
+    by_name = _is_table(args.data) and _is_table(y_path)
+    y, _ = _load(parser, y_path, key=y_key, group_column=args.group_column, feature_columns=args.y_feature_columns,
+                 option="--y", labels=labels if by_name else None)
+    read = {
+        "X": os.path.basename(args.data) + _npz_arrays(args.data, args.key),
+        "y": os.path.basename(y_path) + _npz_arrays(y_path, y_key),
+        "paired": "by measure name" if by_name else "by position",
+    }
+    return X, y, read
 
 
 def _available_cores():
@@ -100,12 +150,14 @@ def run_compare(args, parser, config):
     settings = _compare_settings(config, args, n_fits)
     fit_text = f"{config['epochs']} epochs, seeds {', '.join(map(str, config['seeds']))}"
     if args.data is not None:
-        X, y = _load_pair(args, parser)
+        X, y, read = _load_pair(args, parser)
         n_samples = len(X)
         n_test = args.test_size if isinstance(args.test_size, int) else math.ceil(args.test_size * n_samples)
         n_points = max(len(x) for x in X)
-        title = (f"{os.path.basename(args.data)}: {n_samples} measures of up to {n_points} points, "
-                 f"{n_samples - n_test} for training and {n_test} held out, {fit_text}")
+        n_target_points = max(len(m) for m in y)
+        title = (f"{read['X']}: {n_samples} measures of up to {n_points} points; targets {read['y']}: up to "
+                 f"{n_target_points} points, paired {read['paired']}; {n_samples - n_test} for training and "
+                 f"{n_test} held out, {fit_text}")
         run = compare_kernels_on_data
         inputs = (X, y)
         settings.update(test_size=args.test_size, name=os.path.basename(args.data))
@@ -152,20 +204,33 @@ def _n_tail(text, parser):
     return int(value) if value >= 1 and value == int(value) else value
 
 
+def _feature_names(args):
+    """The feature columns of a table, as the loader reads them (None for arrays)."""
+    if args.feature_columns is not None:
+        return list(args.feature_columns)
+    if not _is_table(args.file):
+        return None
+    delimiter = "\t" if args.file.lower().endswith(".tsv") else ","
+    with open(args.file, newline="", encoding="utf-8-sig") as handle:
+        header = [cell.strip() for cell in next((row for row in csv.reader(handle, delimiter=delimiter) if row), [])]
+    group = args.group_column or "measure"
+    return [c for i, c in enumerate(header) if c != group and not (i == 0 and c in ("", "Unnamed: 0"))]
+
+
 def run_diagnose(args, parser):
     """``measattn diagnose FILE``."""
     _check_outputs(parser, out=args.out)
     n_tail = _n_tail(args.n_tail, parser)
     start = time.perf_counter()
-    X = _load(parser, args.file, key=args.key, group_column=args.group_column,
-              feature_columns=args.feature_columns, option=None)
+    X, _ = _load(parser, args.file, key=args.key, group_column=args.group_column,
+                 feature_columns=args.feature_columns, option=None)
     try:
         diagnosis = diagnose_measures(X, kernels=list(dict.fromkeys(args.kernels)), n_tail=n_tail,
                                       max_measures=args.max_measures, max_queries=args.max_queries,
-                                      random_state=args.seed)
+                                      random_state=args.seed, feature_names=_feature_names(args))
     except (ValueError, TypeError) as exc:
         parser.error(f"{args.file}: {exc}")
-    print(f"{args.file}: " + format_diagnosis(diagnosis))
+    print(f"{args.file}{_npz_arrays(args.file, args.key)}: " + format_diagnosis(diagnosis))
     print(_elapsed(start))
     if args.out:
         rows = diagnosis.rows()

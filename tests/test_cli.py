@@ -259,7 +259,8 @@ def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
     out_csv = tmp_path / "r.csv"
     assert main(["compare", "--data", str(archive), "--test-size", "4", "--out", str(out_csv), *_TINY]) == 0
     out = capsys.readouterr().out
-    assert "pairs.npz: 16 measures of up to 12 points, 12 for training and 4 held out" in out
+    assert ("pairs.npz (array 'X'): 16 measures of up to 12 points; targets pairs.npz (array 'y'): up to 12 "
+            "points, paired by position; 12 for training and 4 held out") in out
     with open(out_csv) as handle:
         (row,) = list(csv.DictReader(handle))
     assert row["task"] == "pairs.npz" and row["n_samples"] == "12" and row["n_test"] == "4"
@@ -294,3 +295,132 @@ def test_compare_data_needs_y_unless_npz_holds_it(tmp_path, capsys):
     np.save(y_path, np.zeros((9, 4, 2)))
     assert _exit_code(["compare", "--data", str(path), "--y", str(y_path), *_TINY]) == 2
     assert "X has 10 measures but y has 9" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- #
+# own data: pairing, messages in the command line's words, what was read
+# --------------------------------------------------------------------------- #
+class _Captured(Exception):
+    pass
+
+
+@pytest.fixture
+def captured_inputs(monkeypatch):
+    """Stops compare before training and keeps the (X, y) it would have trained on."""
+    seen = {}
+
+    def fake(X, y, **kwargs):
+        seen["X"], seen["y"] = X, y
+        raise _Captured
+
+    monkeypatch.setattr("sklearn_measattn._cli_commands.compare_kernels_on_data", fake)
+    return seen
+
+
+def _long_csv(path, measures, names, columns=("x0", "x1")):
+    lines = [",".join(["measure", *columns])]
+    lines += [",".join([name, *(f"{v:.17g}" for v in point)]) for name, m in zip(names, measures) for point in m]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_compare_pairs_two_tables_by_measure_name(tmp_path, captured_inputs, capsys):
+    """Targets listed in another order are paired with their inputs by name;
+    tables that name different measures are refused before any training."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 5, 2))
+    names = [f"m{i}" for i in range(8)]
+    order = rng.permutation(8)
+    x_csv = _long_csv(tmp_path / "initial.csv", X, names)
+    y_csv = _long_csv(tmp_path / "final.csv", 10.0 * X[order], [names[i] for i in order])
+    with pytest.raises(_Captured):
+        main(["compare", "--data", str(x_csv), "--y", str(y_csv), "--quick", "--kernels", "log"])
+    np.testing.assert_allclose(captured_inputs["y"], 10.0 * captured_inputs["X"])
+    assert "paired by measure name" in capsys.readouterr().err
+    _long_csv(tmp_path / "other.csv", X, names[:7] + ["extra"])
+    assert _exit_code(["compare", "--data", str(x_csv), "--y", str(tmp_path / "other.csv"), *_TINY]) == 2
+    err = capsys.readouterr().err
+    assert "--y:" in err and "'m7'" in err and "'extra'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, files, expected",
+    [
+        (["diagnose", "{t}"], {"t": "cloud,x\na,1\n"}, "--group-column"),
+        (["diagnose", "{t}", "--key", "X"], {"t": "measure,x\na,1\n"}, "--key selects"),
+        (["diagnose", "{t}"], {"t": "measure,x,y\na,1,\n"}, "an empty cell, a missing value"),
+        (["diagnose", "{t}"], {"t": "measure,x,y\na,1,b\n"}, "--feature-columns to leave"),
+        (["compare", "--data", "{a}", "--y", "{t}", "--y-feature-columns", "q", *_TINY],
+         {"a": "npz", "t": "measure,x\na,1\n"}, "--y: t.csv has no feature column(s) ['q']"),
+        (["compare", "--data", "{a}", "--y", "{b}", *_TINY], {"a": "npz", "b": "npz-without-y"}, "--y-key"),
+    ],
+    ids=["no-group-column", "key-for-a-table", "empty-cell", "text-cell", "y-feature-columns", "npz-key"],
+)
+def test_loader_errors_name_the_command_line_options(tmp_path, capsys, argv, files, expected):
+    paths = {}
+    for name, content in files.items():
+        if content == "npz":
+            paths[name] = tmp_path / f"{name}.npz"
+            np.savez(paths[name], X=np.zeros((6, 4, 1)), y=np.zeros((6, 4, 1)))
+        elif content == "npz-without-y":
+            paths[name] = tmp_path / f"{name}.npz"
+            np.savez(paths[name], a=np.zeros((6, 4, 1)), b=np.zeros((6, 4, 1)))
+        else:
+            paths[name] = tmp_path / f"{name}.csv"
+            paths[name].write_text(content)
+    assert _exit_code([arg.format(**paths) for arg in argv]) == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert not re.search(r"\b(group_column|feature_columns|key)=", err), err
+
+
+def test_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    assert _exit_code(["compare", "--data", str(tmp_path / "no.csv"), "--y", str(tmp_path / "no.csv"), *_TINY]) == 2
+    err = capsys.readouterr().err
+    assert "--data: No such file" in err and "Traceback" not in err
+
+
+def test_help_says_what_the_options_do(capsys):
+    assert _exit_code(["compare", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--y-key NAME for an .npz: the array (or per-measure prefix NAME_0, NAME_1, ...) to read from --y" in text
+    assert "(default: y;" in text
+    assert "with --data every measure and point of your data is used" in text
+    assert "paired by measure name" in text
+    assert _exit_code(["diagnose", "--help"]) == 0
+    assert "names the .npz array it read" in " ".join(capsys.readouterr().out.split())
+
+
+def test_compare_and_diagnose_say_what_they_read(tmp_path, captured_inputs, capsys):
+    archive = tmp_path / "ens.npz"
+    np.savez(archive, forecast=np.zeros((6, 9, 2)), analysis=np.ones((6, 4, 2)))
+    with pytest.raises(_Captured):
+        main(["compare", "--data", str(archive), "--key", "forecast", "--y-key", "analysis", "--quick",
+              "--kernels", "log"])
+    err = capsys.readouterr().err
+    assert ("ens.npz (array 'forecast'): 6 measures of up to 9 points; targets ens.npz (array 'analysis'): up to "
+            "4 points") in err
+    X = _student_t(1.0, (20, 100, 2), seed=1)
+    np.savez(archive, X=X)
+    assert main(["diagnose", str(archive), "--kernels", "log"]) == 0
+    assert f"{archive} (array 'X'): 20 measures" in capsys.readouterr().out
+
+
+def test_diagnose_names_table_columns_and_reports_differing_tails(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    light = rng.normal(size=(20, 100, 2))
+    heavy = _student_t(0.8, (20, 100, 2), seed=2)
+    table = _long_csv(tmp_path / "mixed.csv", np.concatenate([light, heavy]), [f"m{i}" for i in range(40)],
+                      columns=("speed", "angle"))
+    out_csv = tmp_path / "d.csv"
+    assert main(["diagnose", str(table), "--kernels", "log", "--out", str(out_csv)]) == 0
+    out = capsys.readouterr().out
+    assert "speed" in out and "angle" in out and "feature 0" not in out
+    assert "The measures' tails differ" in out
+    with open(out_csv) as handle:
+        rows = list(csv.DictReader(handle))
+    (spread,) = [r for r in rows if r["what"] == "tail_index_per_measure"]
+    assert spread["detail"] == "differ"
+    same = _long_csv(tmp_path / "same.csv", heavy, [f"m{i}" for i in range(20)], columns=("speed", "angle"))
+    assert main(["diagnose", str(same), "--kernels", "log"]) == 0
+    assert "tails differ" not in capsys.readouterr().out

@@ -165,11 +165,11 @@ def test_formats_constant():
 # --------------------------------------------------------------------------- #
 
 
-def test_missing_file_is_file_not_found_and_value_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="No such file"):
-        load_measures(tmp_path / "absent.npy")
-    with pytest.raises(ValueError, match="No such file"):
-        load_measures(tmp_path / "absent.csv")
+@pytest.mark.parametrize("name", ["absent.npy", "absent.npz", "absent.csv", "absent.tsv"])
+def test_a_missing_file_raises_the_builtin_file_not_found_error(tmp_path, name):
+    with pytest.raises(FileNotFoundError, match="No such file") as info:
+        load_measures(tmp_path / name)
+    assert type(info.value) is FileNotFoundError
 
 
 def test_directory_and_unknown_extension(tmp_path):
@@ -189,7 +189,7 @@ def test_directory_and_unknown_extension(tmp_path):
         ("cell,x\na,1\n", {}, ValueError, r"no column 'measure'.*\['cell', 'x'\]"),
         ("measure,x\na,1\n", {"feature_columns": ["x", "z"]}, ValueError, r"no feature column\(s\) \['z'\].*\['measure', 'x'\]"),
         ("measure,x\na,1\na,oops\n", {}, TypeError, r"column 'x', line 3: 'oops' is not a number"),
-        ("measure,x,y\na,1,2\na,,3\n", {}, TypeError, r"column 'x', line 3: an empty cell is not a number"),
+        ("measure,x,y\na,1,2\na,,3\n", {}, ValueError, r"column 'x', line 3: an empty cell, a missing value"),
         ("measure,x\na,1\nb,nan\n", {}, ValueError, r"column 'x', line 3: NaN"),
         ("measure,x\na,1\nb,-inf\n", {}, ValueError, r"column 'x', line 3: an infinite value"),
         ("", {}, ValueError, "is empty"),
@@ -324,3 +324,62 @@ def test_source_type_error():
         load_measures(np.zeros((2, 3, 1)))
     with pytest.raises(TypeError, match="path to a"):
         load_measures(42)
+
+
+# --------------------------------------------------------------------------- #
+# Tables written by pandas, and pairing inputs with targets by name
+# --------------------------------------------------------------------------- #
+def _long_frame(measures, names):
+    return pd.DataFrame(
+        [{"measure": name, **{f"x{j}": v for j, v in enumerate(point)}} for name, m in zip(names, measures)
+         for point in m]
+    )
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda frame, path: (frame.to_csv(path), load_measures(path))[1],  # index column, empty header
+        lambda frame, path: (frame.to_csv(path), load_measures(pd.read_csv(path)))[1],  # "Unnamed: 0"
+    ],
+    ids=["to_csv-with-index", "read_csv-of-it"],
+)
+def test_the_index_pandas_writes_is_not_a_feature(tmp_path, dense, write):
+    frame = _long_frame(dense, [f"m{i}" for i in range(len(dense))])
+    loaded = write(frame, tmp_path / "t.csv")
+    np.testing.assert_allclose(loaded, dense)
+
+
+def test_an_unnamed_column_elsewhere_is_refused(tmp_path):
+    (tmp_path / "t.csv").write_text("measure,x,,y\na,1,2,3\n")
+    with pytest.raises(ValueError, match="column without a name.*column 3 of 4"):
+        load_measures(tmp_path / "t.csv")
+    assert load_measures(tmp_path / "t.csv", feature_columns=["x", "y"]).shape == (1, 1, 2)
+
+
+@pytest.mark.parametrize("as_frame", [False, True])
+def test_targets_pair_with_inputs_by_name(tmp_path, dense, as_frame):
+    """Targets in another order come back in the inputs' order; different name
+    sets are refused, listing the differences, never paired by position."""
+    names = [f"m{i}" for i in range(len(dense))]
+    targets = dense * 10.0
+    order = [2, 0, 3, 1]
+    shuffled = _long_frame(targets[order], [names[i] for i in order])
+    source = shuffled if as_frame else (shuffled.to_csv(tmp_path / "y.csv", index=False), tmp_path / "y.csv")[1]
+    y, labels = load_measures(source, labels=names, return_labels=True)
+    assert labels == names
+    np.testing.assert_allclose(y, targets)
+    fewer = _long_frame(targets[:3], names[:3])
+    other = _long_frame(targets, names[:3] + ["z"])
+    for frame, match in [(fewer, r"1 wanted measure\(s\) are not in it: 'm3'"),
+                         (other, r"'m3'.*1 of its measure\(s\) are not wanted: 'z'")]:
+        with pytest.raises(ValueError, match=match):
+            load_measures(frame, labels=names)
+
+
+def test_labels_do_not_apply_to_arrays(tmp_path, dense):
+    np.save(tmp_path / "X.npy", dense)
+    with pytest.raises(ValueError, match="array file whose measures have no names"):
+        load_measures(tmp_path / "X.npy", labels=[0, 1, 2, 3])
+    with pytest.raises(TypeError, match="labels must be a list"):
+        load_measures(tmp_path / "X.npy", labels="m0")

@@ -25,11 +25,6 @@ _DEFAULT_GROUP_COLUMN = "measure"
 _SHOWN = 8  # how many names an error message lists before "..."
 
 
-class _MeasureFileNotFoundError(FileNotFoundError, ValueError):
-    """A missing file: both a ``FileNotFoundError`` and a ``ValueError``, so callers
-    that handle bad input as ``ValueError`` need no special case."""
-
-
 def load_measures(
     source,
     *,
@@ -38,6 +33,7 @@ def load_measures(
     feature_columns=None,
     dtype=float,
     return_labels=False,
+    labels=None,
 ):
     """Load a batch of measures (ensembles, point clouds) from a file or a DataFrame.
 
@@ -103,6 +99,12 @@ def load_measures(
         halves the memory).
     return_labels : bool, default=False
         If True, also return the name of each measure.
+    labels : list or None, default=None
+        For tables only: the measure names to return, in this order, e.g. the
+        labels of the inputs when loading their targets from another table
+        (``y = load_measures("final.csv", labels=X_labels)``), so that the
+        pairs are formed by name, not by position. A table whose measure names
+        are not exactly these raises ``ValueError`` listing the differences.
 
     Returns
     -------
@@ -119,7 +121,7 @@ def load_measures(
     Raises
     ------
     FileNotFoundError
-        If the path does not exist (this error is also a ``ValueError``).
+        If the path does not exist.
     ValueError
         For an unknown extension, a missing ``.npz`` array or table column (the
         message lists those present), an array of the wrong rank, an empty file,
@@ -158,9 +160,12 @@ def load_measures(
     """
     dtype = _check_dtype(dtype)
     _check_option_types(key, group_column, feature_columns, return_labels, source)
-    if _is_dataframe(source):
+    if labels is not None and (isinstance(labels, (str, bytes)) or not isinstance(labels, (list, tuple))):
+        raise TypeError(f"labels must be a list of measure names or None, got {labels!r}.")
+    is_table = _is_dataframe(source)
+    if is_table:
         _reject_key(key, "a DataFrame")
-        measures, labels = _read_frame(source, group_column, feature_columns)
+        measures, labels_read = _read_frame(source, group_column, feature_columns)
         name = "the DataFrame"
     else:
         path, suffix = _check_path(source)
@@ -172,16 +177,50 @@ def load_measures(
                     f"{option} applies to long-format tables (.csv, .tsv, DataFrame), not to the {suffix} "
                     f"file {path!r}, whose arrays already have the (n_samples, n_points, n_features) layout."
                 )
+        if labels is not None and suffix in (".npy", ".npz"):
+            raise ValueError(
+                f"labels= orders the measures of a table by name, but {name} is an array file whose measures "
+                "have no names; they pair with others by position."
+            )
         if suffix == ".npy":
             _reject_key(key, "a .npy file (it holds a single array)")
-            measures, labels = _read_npy(path)
+            measures, labels_read = _read_npy(path)
         elif suffix == ".npz":
-            measures, labels = _read_npz(path, key)
+            measures, labels_read = _read_npz(path, key)
         else:
             _reject_key(key, f"a {suffix} table")
-            measures, labels = _read_table(path, suffix, group_column, feature_columns)
-    measures = _finish(measures, labels, name, dtype)
-    return (measures, list(labels)) if return_labels else measures
+            is_table = True
+            measures, labels_read = _read_table(path, suffix, group_column, feature_columns)
+    if labels is not None:
+        measures, labels_read = _in_order(measures, labels_read, labels, name)
+    measures = _finish(measures, labels_read, name, dtype)
+    return (measures, list(labels_read)) if return_labels else measures
+
+
+def _in_order(measures, read, wanted, name):
+    """The measures of a table reordered to the names ``wanted``, which must be exactly its names."""
+    position = {label: i for i, label in enumerate(read)}
+    wanted_set = set(wanted)
+    if len(wanted_set) != len(wanted):
+        duplicated = sorted({str(x) for x in wanted if list(wanted).count(x) > 1})
+        raise ValueError(f"labels names {duplicated[:_SHOWN]} more than once; each measure pairs with one.")
+    missing = [label for label in wanted if label not in position]
+    extra = [label for label in read if label not in wanted_set]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} wanted measure(s) are not in it: {_shown(missing)}")
+        if extra:
+            parts.append(f"{len(extra)} of its measure(s) are not wanted: {_shown(extra)}")
+        raise ValueError(
+            f"The measures of {name} do not match the labels they should pair with: {'; '.join(parts)}. Inputs "
+            "and targets pair by measure name, so both tables need the same names (compared as text in a CSV)."
+        )
+    return [measures[position[label]] for label in wanted], list(wanted)
+
+
+def _shown(values):
+    return ", ".join(repr(v) for v in values[:_SHOWN]) + (" ..." if len(values) > _SHOWN else "")
 
 
 # --------------------------------------------------------------------------- #
@@ -265,7 +304,7 @@ def _check_path(source):
             f"{list(MEASURE_FILE_FORMATS)}: .npy (a 3-D array), .npz (arrays by name), .csv/.tsv (long format)."
         )
     if not os.path.exists(path):
-        raise _MeasureFileNotFoundError(f"No such file: {path!r}. Check the path (relative paths start at {os.getcwd()!r}).")
+        raise FileNotFoundError(f"No such file: {path!r}. Check the path (relative paths start at {os.getcwd()!r}).")
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a directory; pass the path of a {suffix} file.")
     return path, suffix

@@ -8,8 +8,20 @@ import os
 import numpy as np
 
 
+def _is_index_column(columns, position):
+    """Whether column ``position`` is the index pandas writes with ``df.to_csv(path)``:
+    the first column, with an empty name (``"Unnamed: 0"`` once read back by pandas)."""
+    return position == 0 and len(columns) > 1 and columns[0] in ("", "Unnamed: 0")
+
+
 def _resolve_columns(columns, group_column, feature_columns, where):
     shown = [str(c) for c in columns[:20]] + (["..."] if len(columns) > 20 else [])
+    unnamed = [i for i, c in enumerate(columns) if c == "" and not _is_index_column(columns, i)]
+    if unnamed and feature_columns is None:
+        raise ValueError(
+            f"{where} has a column without a name (column {unnamed[0] + 1} of {len(columns)}); name every "
+            "column in the header, or choose the feature columns with feature_columns=."
+        )
     duplicated = sorted({str(c) for c in columns if columns.count(c) > 1})
     if duplicated:
         raise ValueError(f"{where} has duplicate column names {duplicated}; give every column its own name.")
@@ -19,7 +31,8 @@ def _resolve_columns(columns, group_column, feature_columns, where):
             "Pass group_column= with the right name."
         )
     if feature_columns is None:
-        features = [c for c in columns if c != group_column]
+        # A leading unnamed column is the row index of df.to_csv(path), not a coordinate.
+        features = [c for i, c in enumerate(columns) if c != group_column and not _is_index_column(columns, i)]
         if not features:
             raise ValueError(f"{where} has only the column {group_column!r}; add at least one feature column.")
         return features
@@ -110,10 +123,14 @@ def _to_float_column(raw, column, where, row_name):
         try:
             float(cell)
         except (ValueError, TypeError):
-            if isinstance(cell, str):
-                shown = repr(str(cell)) if cell.strip() else "an empty cell"
-            else:
-                shown = repr(cell)
+            if isinstance(cell, str) and not cell.strip():
+                empty = sum(1 for c in raw if isinstance(c, str) and not c.strip())
+                raise ValueError(
+                    f"{where}, column {column!r}, {row_name(i)}: an empty cell, a missing value (pandas writes NaN "
+                    f"as an empty cell; {empty} empty cell(s) in this column). Remove or impute them first: "
+                    "measures must be finite."
+                ) from None
+            shown = repr(str(cell)) if isinstance(cell, str) else repr(cell)
             raise TypeError(
                 f"{where}, column {column!r}, {row_name(i)}: {shown} is not a number. Feature columns must be "
                 "numeric; pass feature_columns= to leave other columns out."
