@@ -16,7 +16,12 @@ Sections, all printed to stdout as markdown:
    kernel / SDPA and whether it meets the 1.3x target;
 3. one training epoch of ``MeasureTransformerRegressor`` per kernel (skipped with a
    message if the estimator is not importable);
-4. a summary line with the worst ratio against the target.
+4. the energy loss (chunked backend, the device default): forward+backward time
+   and peak device memory at N = M = 16384 and 65536 (B = 4, d = 2, float32),
+   its value and gradient against the dense reference at a small size, and
+   whether the peak stays O(N): the ratio of peak memory to N should not grow
+   with N (an N x N float32 matrix at N = 65536 would take 16 GiB per measure);
+5. a summary line with the worst ratio against the target.
 
 The exit status is 1 if a correctness check fails (speed misses are reported,
 not failed). On CPU (``--dry-run``/``--cpu``) flex runs forward only (it has no
@@ -177,6 +182,40 @@ def one_epoch(device, kernels, n_samples, n_points, dry_run):
     return rows
 
 
+def energy_loss_check(device, ns, repeats, batch=4):
+    """Return (rows, ok): energy loss fwd+bwd time and peak memory per N, and its error against the reference."""
+    from sklearn_measattn.losses import energy_loss
+
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, 300, 2, generator=generator), torch.randn(2, 200, 2, generator=generator) + 0.5
+    x, y = x.to(device, torch.float64).requires_grad_(True), y.to(device, torch.float64)
+    exact = energy_loss(x, y, backend="reference")
+    (exact_grad,) = torch.autograd.grad(exact, x)
+    got = energy_loss(x, y)
+    (got_grad,) = torch.autograd.grad(got, x)
+    error = max(float((got - exact).detach().abs() / exact.detach().abs()), float((got_grad - exact_grad).abs().max()
+                                                                 / exact_grad.abs().max()))
+    ok = error < 1e-8
+    rows = []
+    for n in ns:
+        a = torch.randn(batch, n, 2, device=device, requires_grad=True)
+        b = torch.randn(batch, n, 2, device=device)
+        times = []
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats()
+            before = torch.cuda.memory_allocated()
+        for _ in range(repeats + 1):
+            _sync(device)
+            start = time.perf_counter()
+            energy_loss(a, b).backward()
+            _sync(device)
+            times.append(time.perf_counter() - start)
+            a.grad = None
+        peak = (torch.cuda.max_memory_allocated() - before) / 2**20 if device.type == "cuda" else math.nan
+        rows.append((n, statistics.median(times[1:]) * 1e3, peak, peak / n * 1024 if peak == peak else math.nan))
+    return rows, ok, error
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", "--cpu", dest="dry_run", action="store_true",
@@ -265,7 +304,21 @@ def main(argv=None):
               f"{sum(r[5] <= TARGET_RATIO for r in speed)}/{len(speed)} configurations within target")
     else:
         print(f"summary: correctness {'passed' if ok else 'FAILED'}; no speed measurements")
-    return 0 if ok else 1
+
+    print()
+    print(f"### Energy loss (B = 4, d = 2, float32, median of {repeats} after one warm-up)")
+    print()
+    energy_rows, energy_ok, energy_error = energy_loss_check(device, [512, 2048] if args.dry_run else [16384, 65536],
+                                                             repeats)
+    print(f"value and gradient against the dense reference (float64): max relative error {energy_error:.2g} "
+          f"({'passed' if energy_ok else 'FAILED'}, tolerance 1e-8)")
+    print()
+    print("| N = M | fwd+bwd ms | peak MiB | peak KiB per point |")
+    print("|---|---|---|---|")
+    for n, ms, peak, per_point in energy_rows:
+        print(f"| {n} | {ms:.1f} | {peak:.1f} | {per_point:.2f} |")
+    print()
+    return 0 if ok and energy_ok else 1
 
 
 if __name__ == "__main__":
