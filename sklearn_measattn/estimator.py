@@ -32,6 +32,7 @@ from ._training import (
     transform_points,
     update_net,
 )
+from ._transport import transport_points
 from ._validation import NumberInterval, check_measures, check_n_features, is_ragged
 from .attention import BACKENDS, resolve_backend
 from .kernels import get_kernel
@@ -567,6 +568,63 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)
             return [y_pred[i, :n] for i, n in enumerate(lengths)]
         return y_pred
+
+    def transport(self, X, points, *, batch_size=None):
+        """Evaluate the learnt map of each measure at new points.
+
+        A fitted model maps every point ``x`` to ``T_mu(x)``, where the input
+        measure ``mu`` enters through attention. Here ``X[i]`` is the context
+        that sets ``mu`` and ``points[i]`` are query points: at every layer they
+        attend to the points of ``X[i]`` but are not part of the measure (they
+        get no weight as keys). Hence ``transport(X, X)`` equals
+        ``predict(X)`` (to float32 rounding), the image of a query point does
+        not depend on the other query points, and a small context can push a
+        large ensemble (or a grid) through its map. The fitted ``transform`` is
+        applied to the context and the points and inverted on the images.
+        Memory grows linearly in ``n_points + n_queries`` on the fused and
+        chunked attention backends.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            The context measures; a list of 2-D arrays is a ragged batch.
+        points : array-like of shape (n_samples, n_queries, n_features_in) or list
+            Query points, one set per measure; ``n_queries`` is free. A list of
+            ``(n_queries_i, n_features_in)`` arrays gives each measure its own
+            number of query points.
+        batch_size : int, default=None
+            Measures per forward pass (default: the fitted ``batch_size``).
+
+        Returns
+        -------
+        images : ndarray of shape (n_samples, n_queries, n_features_out) or list
+            The image of every query point; a list of
+            ``(n_queries_i, n_features_out)`` arrays when ``points`` is a list.
+
+        Raises
+        ------
+        ValueError
+            Before any computation, on invalid measures or points (wrong rank,
+            NaN/inf, empty, features other than the fitted ``n_features_in_``),
+            or when ``X`` and ``points`` hold different numbers of measures.
+        FloatingPointError
+            When the network's output is not finite; NaN is never returned.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_measattn import MeasureTransformerRegressor
+        >>> from sklearn_measattn.datasets import make_matrix_inverse
+        >>> X, y = make_matrix_inverse(n_samples=8, n_points=32, random_state=0)
+        >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=2,
+        ...                                     random_state=0).fit(X, y)
+        >>> grid = np.stack(np.meshgrid(np.linspace(-2, 2, 10), np.linspace(-2, 2, 10)), -1).reshape(-1, 2)
+        >>> model.transport(X[:2], np.stack([grid, grid])).shape  # 100 query points per measure
+        (2, 100, 2)
+        >>> bool(np.allclose(model.transport(X, X), model.predict(X), atol=1e-5))
+        True
+        """
+        return transport_points(self, X, points, batch_size=batch_size)
 
     def score(self, X, y, sample_weight=None):
         """Negative energy distance between predicted and target measures.

@@ -65,14 +65,19 @@ class KernelMultiheadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model)
         self._resolved_backends = {}
 
-    def forward(self, x, log_weights=None):
+    def forward(self, x, log_weights=None, *, n_keys=None):
         """Attend from every point of ``x`` (batch, n_points, d_model) to all points.
 
-        ``log_weights`` (batch, n_points) are the logs of the point weights
-        (``-inf`` for absent points), or ``None`` for uniform measures.
+        ``log_weights`` (batch, n_keys) are the logs of the point weights
+        (``-inf`` for absent points), or ``None`` for uniform measures. With
+        ``n_keys``, only the first ``n_keys`` points of ``x`` are the measure
+        (keys and values); the others are query points that attend to it
+        without being attended to.
         """
         batch, n_points, d_model = x.shape
         q, k, v = self._project(x)
+        if n_keys is not None:
+            k, v = k[:, :, :n_keys], v[:, :, :n_keys]
         backend = self.resolve_backend(device=x.device, dtype=x.dtype)
         if self.backend == "auto":
             backend = _guard_large_scores(backend, q, k)
@@ -198,11 +203,11 @@ class _KernelTransformerBlock(nn.Module):
         self.dropout_feedforward = _Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x, log_weights):
+    def forward(self, x, log_weights, n_keys=None):
         if self.norm_first:
-            x = x + self.dropout_attention(self.attention(self.norm_attention(x), log_weights))
+            x = x + self.dropout_attention(self.attention(self.norm_attention(x), log_weights, n_keys=n_keys))
             return x + self.dropout_feedforward(self.feedforward(self.norm_feedforward(x)))
-        x = self.norm_attention(x + self.dropout_attention(self.attention(x, log_weights)))
+        x = self.norm_attention(x + self.dropout_attention(self.attention(x, log_weights, n_keys=n_keys)))
         return self.norm_feedforward(x + self.dropout_feedforward(self.feedforward(x)))
 
 
@@ -422,3 +427,50 @@ class MeasureTransformer(nn.Module):
         for block in self.blocks:
             hidden = block(hidden, log_weights)
         return self.head(self.final_norm(hidden))
+
+    def transport(self, X, Z, weights=None):
+        """The images of query points ``Z`` under the map that measures ``X`` define.
+
+        Every point of ``Z`` goes through the same blocks as the points of
+        ``X``, attending at every layer to the measure ``X`` (weighted by
+        ``weights``) while ``X`` attends only to itself: the query points are
+        not keys, so they do not change the measure nor each other's images.
+        ``transport(X, X)`` equals ``forward(X)`` up to rounding. Memory grows
+        linearly in ``n_points + n_queries`` on the chunked and fused backends.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (batch, n_points, n_features_in)
+            The measures (the context).
+        Z : torch.Tensor of shape (batch, n_queries, n_features_in)
+            Query points, one set per measure.
+        weights : torch.Tensor of shape (batch, n_points), optional
+            Point weights of ``X`` (zero = absent); ``None`` means uniform.
+
+        Returns
+        -------
+        torch.Tensor of shape (batch, n_queries, n_features_out)
+            The image of every query point.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from sklearn_measattn.transformer import MeasureTransformer
+        >>> model = MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=2, random_state=0)
+        >>> X, Z = torch.randn(3, 20, 2), torch.randn(3, 100, 2)
+        >>> model.transport(X, Z).shape
+        torch.Size([3, 100, 2])
+        >>> bool(torch.allclose(model.transport(X, X), model(X), atol=1e-5))
+        True
+        """
+        log_weights = self._log_weights(X, weights)
+        if Z.ndim != 3 or Z.shape[0] != X.shape[0] or Z.shape[2] != X.shape[2]:
+            raise ValueError(
+                f"Z must be 3-D (batch, n_queries, n_features) with X's batch and features "
+                f"{(X.shape[0], X.shape[2])}, got shape {tuple(Z.shape)}."
+            )
+        n_keys = X.shape[1]
+        hidden = self.embedding(torch.cat([X, Z], dim=1))
+        for block in self.blocks:
+            hidden = block(hidden, log_weights, n_keys)
+        return self.head(self.final_norm(hidden[:, n_keys:]))
