@@ -298,7 +298,7 @@ def load_in_subprocesses(count, env):
 
 
 def build_lines(results):
-    return sum(stderr.count("compiling the fused CPU attention kernels") for _, stderr, _ in results)
+    return sum(stderr.count("compiling the fused CPU kernels") for _, stderr, _ in results)
 
 
 @needs_fused

@@ -723,7 +723,10 @@ def test_study_in_parallel_gives_the_serial_table():
     serial = compare_kernels(**params, n_jobs=1)
     parallel = compare_kernels(**params, n_jobs=2)
     varying = {"fit_time"}
+    assert len(serial) == len(parallel)
+
+    def comparable(row):  # NaN (the no-model rows' empty attention columns) as a string: NaN != NaN
+        return {k: ("nan" if isinstance(v, float) and v != v else v) for k, v in row.items() if k not in varying}
+
     for a, b in zip(serial, parallel):
-        assert {k: v for k, v in a.items() if k not in varying} == {
-            k: v for k, v in b.items() if k not in varying
-        }
+        assert comparable(a) == comparable(b)
