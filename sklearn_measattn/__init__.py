@@ -11,6 +11,7 @@ Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`
 """
 
 from . import datasets, experiments, metrics
+from ._display import MeasureDisplay
 from .attention import kernel_attention
 from .estimator import MeasureTransformerRegressor, StopTraining
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AttentionKernel",
     "KERNEL_NAMES",
+    "MeasureDisplay",
     "MeasureTransformer",
     "MeasureTransformerRegressor",
     "StopTraining",

@@ -5,8 +5,10 @@ estimates the tails of the measures in a file and recommends a kernel and
 transform; ``measattn compare`` trains one model per kernel and transform on a
 benchmark, or with ``--data`` on your own measures, and prints held-out metrics
 with a collapse verdict; ``measattn ess`` prints the attention effective sample
-size of each kernel on simulated tails, without training. The work is done by
-:mod:`sklearn_measattn.experiments`; this module parses arguments.
+size of each kernel on simulated tails, without training; ``measattn fit``
+trains a model on your measures and saves it, and ``measattn predict`` applies a
+saved model (predictions, or the images of query points). The work is done by
+:mod:`sklearn_measattn.experiments` and the estimator; this module parses arguments.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import math
 import sys
 
 from ._cli_commands import run_compare, run_diagnose, run_ess
+from ._cli_model import add_fit_parser, add_predict_parser, run_fit, run_predict
 from .datasets import BENCHMARK_NAMES, TAILS
 from .kernels import KERNEL_NAMES
 
@@ -244,10 +247,12 @@ def build_parser():
             "benchmarks, and see when softmax attention collapses onto a single point."
         ),
     )
-    sub = parser.add_subparsers(dest="command", metavar="{diagnose,compare,ess}")
+    sub = parser.add_subparsers(dest="command", metavar="{diagnose,compare,fit,predict,ess}")
     sub.required = True
     _add_diagnose(sub)
     _add_compare(sub)
+    add_fit_parser(sub)
+    add_predict_parser(sub)
     _add_ess(sub)
     return parser
 
@@ -286,6 +291,10 @@ def main(argv=None):
     subparser = parser._subparsers._group_actions[0].choices[args.command]
     if args.command == "compare":
         return run_compare(args, subparser, resolve_compare(args, subparser))
+    if args.command == "fit":
+        return run_fit(args, subparser)
+    if args.command == "predict":
+        return run_predict(args, subparser)
     if args.command == "diagnose":
         return run_diagnose(args, subparser)
     return run_ess(args, subparser)

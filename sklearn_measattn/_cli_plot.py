@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._display import MeasureDisplay
 from .experiments import comparison_table
-
-
-def _robust_limits(points, q=0.02, pad=0.1):
-    lo = np.quantile(points, q, axis=0)
-    hi = np.quantile(points, 1 - q, axis=0)
-    span = np.maximum(hi - lo, 1e-9)
-    return lo - pad * span, hi + pad * span
 
 
 def plot_comparison(path, examples, summary, title, *, judge=True):
@@ -31,16 +25,8 @@ def plot_comparison(path, examples, summary, title, *, judge=True):
         ex = examples[key]
         ax = fig.add_subplot(grid[transforms.index(key[1]), kernels.index(key[0])])
         y, yp = np.asarray(ex["y"]), np.asarray(ex["y_pred"])
-        second = 1 if y.shape[1] > 1 else 0
-        ax.scatter(y[:, 0], y[:, second], s=6, c="0.6", label="target")
-        ax.scatter(yp[:, 0], yp[:, second], s=6, c="C3", label="predicted")
-        lo, hi = _robust_limits(np.vstack([y, yp])[:, [0, second]])
-        ax.set_xlim(lo[0], hi[0])
-        ax.set_ylim(lo[1], hi[1])
-        ax.set_title(f"{key[0]} / {key[1]}", fontsize=9)
-        ax.tick_params(labelsize=7)
-    if keys:
-        fig.axes[0].legend(fontsize=7, loc="upper left")
+        MeasureDisplay.from_predictions(y[None], yp[None], ax=ax, kind="overlay", clip=0.02, point_size=6,
+                                        measure_names=[f"{key[0]} / {key[1]}"])
     table_ax = fig.add_subplot(grid[n_rows, :])
     table_ax.axis("off")
     header, body = comparison_table(summary, judge=judge)

@@ -1,0 +1,152 @@
+"""``measattn fit`` and ``measattn predict``: train, save, apply, as the Python API does."""
+
+import joblib
+import numpy as np
+import pytest
+
+from sklearn_measattn import MeasureTransformerRegressor
+from sklearn_measattn.__main__ import main
+from sklearn_measattn.datasets import load_measures, make_matrix_inverse
+
+SMALL = ["--epochs", "2", "--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--dim-feedforward", "16",
+         "--batch-size", "4", "--device", "cpu"]
+SMALL_PARAMS = dict(max_epochs=2, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4, device="cpu",
+                    random_state=0)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli_model")
+    X, y = make_matrix_inverse(n_samples=10, n_points=16, random_state=0)
+    np.save(folder / "X.npy", X)
+    np.save(folder / "y.npy", y)
+    np.save(folder / "X3.npy", np.concatenate([X, X[..., :1]], axis=-1))
+    Z = np.random.default_rng(0).standard_normal((10, 40, 2))
+    np.save(folder / "Z.npy", Z)
+    ragged = [X[i, : 3 + i] for i in range(10)]
+    np.savez(folder / "X_ragged.npz", *ragged)
+    return folder, X, y, Z, ragged
+
+
+@pytest.fixture(scope="module")
+def saved(files):
+    folder = files[0]
+    model_path = folder / "model.joblib"
+    assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save", str(model_path),
+                 "--transform", "symlog", "--quiet", *SMALL]) == 0
+    return model_path
+
+
+def _exit(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    return info.value.code, capsys.readouterr().err
+
+
+def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, saved, capsys):
+    folder, X, y, _, _ = files
+    out = folder / "pred.npy"
+    assert main(["predict", str(saved), "--data", str(folder / "X.npy"), "--out", str(out)]) == 0
+    assert "wrote the predictions (shape (10, 16, 2))" in capsys.readouterr().out
+    predicted = np.load(out)
+    # The same fit in Python (the command line seeds with 0 by default) predicts the same.
+    model = MeasureTransformerRegressor(transform="symlog", **SMALL_PARAMS).fit(X, y)
+    np.testing.assert_allclose(predicted, model.predict(X), rtol=1e-6, atol=1e-9)
+    loaded = joblib.load(saved)
+    np.testing.assert_array_equal(predicted, loaded.predict(X))
+    assert loaded.callbacks is None  # no command-line progress printer inside the saved model
+    assert loaded.transform == "symlog" and loaded.max_epochs == 2 and len(loaded.history_) == 2
+
+
+def test_fit_prints_progress_per_epoch(files, tmp_path, capsys):
+    folder = files[0]
+    assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
+                 str(tmp_path / "m.joblib"), *SMALL]) == 0
+    captured = capsys.readouterr()
+    assert "fit: X.npy: 10 measures of 16 points, 2 features" in captured.err
+    assert "epoch 1/2: training loss" in captured.err and "epoch 2/2: training loss" in captured.err
+    assert "trained 2 epochs" in captured.out and str(tmp_path / "m.joblib") in captured.out
+
+
+def test_predict_points_equals_transport(files, saved):
+    folder, X, _, Z, _ = files
+    out = folder / "images.npy"
+    assert main(["predict", str(saved), "--data", str(folder / "X.npy"), "--points", str(folder / "Z.npy"),
+                 "--out", str(out), "--quiet"]) == 0
+    np.testing.assert_array_equal(np.load(out), joblib.load(saved).transport(X, Z))
+
+
+def test_ragged_predictions_go_to_npz_one_array_per_measure(files, saved):
+    folder, _, _, _, ragged = files
+    out = folder / "ragged.npz"
+    assert main(["predict", str(saved), "--data", str(folder / "X_ragged.npz"), "--out", str(out), "--quiet"]) == 0
+    with np.load(out) as archive:
+        assert sorted(archive.files, key=lambda name: int(name.split("_")[1])) == [f"arr_{i}" for i in range(10)]
+    expected = joblib.load(saved).predict(ragged)
+    for got, want in zip(load_measures(out), expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
+def test_same_errors_as_the_python_api(files, saved, capsys):
+    folder, X, _, _, _ = files
+    with pytest.raises(ValueError) as api:
+        joblib.load(saved).predict(np.concatenate([X, X[..., :1]], axis=-1))
+    code, err = _exit(["predict", str(saved), "--data", str(folder / "X3.npy"), "--out", str(folder / "o.npy")],
+                      capsys)
+    assert code == 2 and str(api.value) in err and "--data" in err
+    with pytest.raises(ValueError) as api:
+        MeasureTransformerRegressor(d_model=8, n_heads=3).fit(X, X)
+    code, err = _exit(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
+                       str(folder / "bad.joblib"), "--d-model", "8", "--n-heads", "3"], capsys)
+    assert code == 2 and str(api.value) in err
+    assert not (folder / "bad.joblib").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "/no/such/folder/m.joblib"], "does not exist"),
+        (["fit", "--data", "{X}", "--save", "{tmp}/m.joblib"], "--y FILE is required"),
+        (["fit", "--data", "/no/such/X.npy", "--y", "{y}", "--save", "{tmp}/m.joblib"], "No such file"),
+        (["fit", "--data", "{X}", "--y", "{y}"], "the following arguments are required: --save"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.joblib", "--kernel", "rbf"], "invalid choice: 'rbf'"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.joblib", "--epochs", "0"], "expected a positive integer"),
+        (["predict", "{model}", "--data", "{X}", "--out", "{tmp}/p.csv"], "must end in .npy"),
+        (["predict", "{model}", "--data", "{X}", "--out", "/no/such/folder/p.npy"], "does not exist"),
+        (["predict", "/no/such/model.joblib", "--data", "{X}", "--out", "{tmp}/p.npy"], "no such file"),
+        (["predict", "{X}", "--data", "{X}", "--out", "{tmp}/p.npy"], "could not be loaded"),
+        (["predict", "{model}", "--data", "{ragged}", "--out", "{tmp}/p.npy"], "write it as .npz"),
+        (["predict", "{model}", "--data", "{X}", "--points", "{ragged}", "--out", "{tmp}/p.npy"], "write it as .npz"),
+        (["predict", "{model}", "--data", "{X}", "--points-key", "Z", "--out", "{tmp}/p.npy"], "apply only with --points"),
+        (["predict", "{model}", "--data", "{X}", "--batch-size", "0", "--out", "{tmp}/p.npy"], "expected a positive integer"),
+    ],
+)
+def test_bad_arguments_exit_2_before_any_work(argv, message, files, saved, tmp_path, capsys, monkeypatch):
+    folder = files[0]
+    names = {"X": folder / "X.npy", "y": folder / "y.npy", "tmp": tmp_path, "model": saved,
+             "ragged": folder / "X_ragged.npz"}
+    argv = [arg.format(**names) for arg in argv]
+    monkeypatch.setattr(MeasureTransformerRegressor, "fit", lambda *a, **k: pytest.fail("trained on bad arguments"))
+    code, err = _exit(argv, capsys)
+    assert code == 2, err
+    assert "usage:" in err and message in err, err
+    assert not list(tmp_path.glob("p.*")) and not list(tmp_path.glob("m.*"))
+
+
+def test_query_points_for_other_measures_are_refused_with_the_api_message(files, saved, tmp_path, capsys):
+    folder = files[0]
+    np.savez(tmp_path / "few.npz", *[np.zeros((2 + i, 2)) for i in range(3)])
+    code, err = _exit(["predict", str(saved), "--data", str(folder / "X.npy"), "--points", str(tmp_path / "few.npz"),
+                       "--out", str(tmp_path / "p.npz")], capsys)
+    assert code == 2 and "--data and --points: X has 10 measures but points has 3 sets of query points" in err
+    assert not (tmp_path / "p.npz").exists()
+
+
+def test_help_lists_fit_and_predict(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "fit" in out and "predict" in out
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    assert "query point" in capsys.readouterr().out
