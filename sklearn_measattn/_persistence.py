@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import torch
@@ -50,6 +51,10 @@ class VersionStampMixin:
                 f"sklearn_measattn {current}; models are only loadable within the same major.minor "
                 f"version. Install sklearn_measattn=={saved} to load it, or refit the model."
             )
+        # Parameters added to the estimator after it was saved take their defaults.
+        for name, parameter in inspect.signature(type(self).__init__).parameters.items():
+            if parameter.kind is parameter.KEYWORD_ONLY and name not in state:
+                state[name] = parameter.default
         super().__setstate__(state)
         device = self.__dict__.get("device_")
         if isinstance(device, str) and device.startswith("cuda") and not torch.cuda.is_available():

@@ -21,6 +21,7 @@ from skorch.callbacks import Callback, EarlyStopping, ProgressBar
 from skorch.dataset import ValidSplit
 from skorch.utils import to_tensor
 
+from ._distributed import DistributedTraining, agree, sharded_loader
 from .losses import MeasureLoss, get_loss
 from .preprocessing import SymlogTransformer
 from .transformer import MeasureTransformer
@@ -56,6 +57,9 @@ class _MeasureNet(NeuralNetRegressor):
     """
 
     loader_seed = None
+    # True while training data-parallel: batches come from this process's shard
+    # and the checks that stop training are agreed between the processes.
+    distributed = False
 
     def get_params_for(self, prefix):
         params = super().get_params_for(prefix)
@@ -74,6 +78,22 @@ class _MeasureNet(NeuralNetRegressor):
         state.pop("_loader_generators", None)  # recreated from loader_seed when needed
         return state
 
+    def get_iterator(self, dataset, training=False):
+        if not (training and self.distributed):
+            return super().get_iterator(dataset, training=training)
+        kwargs = self.get_params_for("iterator_train")
+        kwargs.setdefault("batch_size", self.batch_size)
+        return sharded_loader(dataset, kwargs, shuffle=bool(kwargs.get("shuffle", False)), seed=self.loader_seed or 0,
+                              epoch=len(self.history))
+
+    def _agree_finite(self, finite, stage):
+        """Distributed: stop every process when one of them found a non-finite value."""
+        if self.distributed and not agree(finite) and finite:
+            raise FloatingPointError(
+                f"Another training process found non-finite values in its {stage} at epoch {len(self.history)}; "
+                "every process stops (see that process's error for the cause)."
+            )
+
     def infer(self, x, **fit_params):
         if isinstance(x, dict) and "y_weights" in x:
             x = {key: value for key, value in x.items() if key != "y_weights"}
@@ -87,7 +107,9 @@ class _MeasureNet(NeuralNetRegressor):
             true_weights = to_tensor(X["y_weights"], device=self.device) if "y_weights" in X else None
         # Name the stage that failed: the forward pass here, the loss just below,
         # the backward pass in _StopOnNonFinite.on_grad_computed.
-        if not bool(torch.isfinite(y_pred.detach()).all()):
+        finite_outputs = bool(torch.isfinite(y_pred.detach()).all())
+        self._agree_finite(finite_outputs, "forward pass")
+        if not finite_outputs:
             kind = "nan" if bool(torch.isnan(y_pred.detach()).any()) else "inf"
             raise FloatingPointError(
                 f"The network's forward pass produced non-finite outputs ({kind}) at epoch {len(self.history)} "
@@ -95,7 +117,9 @@ class _MeasureNet(NeuralNetRegressor):
                 + _nonfinite_forward_hint(self.module_, X, self.device)
             )
         loss = self.criterion_(y_pred, y_true, pred_weights, true_weights)
-        if not bool(torch.isfinite(loss.detach()).all()):
+        finite_loss = bool(torch.isfinite(loss.detach()).all())
+        self._agree_finite(finite_loss, "loss")
+        if not finite_loss:
             name = self.criterion_.name
             culprit = (
                 f"the user loss {getattr(name, '__name__', name)!r} returned it"
@@ -417,9 +441,15 @@ def _criterion_params(estimator, seed):
     return loss_params
 
 
-def _callbacks(estimator):
-    """The net's callbacks for ``estimator``'s callbacks, early stopping and verbosity."""
-    callbacks = [("stop_on_non_finite", _StopOnNonFinite())]
+def _callbacks(estimator, distributed=False):
+    """The net's callbacks for ``estimator``'s callbacks, early stopping and verbosity.
+
+    Data-parallel training puts the gradient averaging first, so that every
+    check after it sees the same gradients on every process, and shows progress
+    on the first process only.
+    """
+    callbacks = [("distributed_training", DistributedTraining())] if distributed else []
+    callbacks.append(("stop_on_non_finite", _StopOnNonFinite()))
     # User callbacks run before early stopping so they also see the last epoch.
     for index, callback in enumerate(estimator.callbacks or []):
         callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))
@@ -427,7 +457,7 @@ def _callbacks(estimator):
         callbacks.append(
             ("early_stopping", EarlyStopping(monitor="valid_loss", patience=estimator.patience, load_best=True))
         )
-    if estimator.verbose:
+    if estimator.verbose and not (distributed and torch.distributed.get_rank() != 0):
         callbacks.append(("progress_bar", ProgressBar()))
     return callbacks
 
@@ -438,8 +468,12 @@ def _train_split(estimator, seed):
     return ValidSplit(estimator.validation_fraction, stratified=False, random_state=seed)
 
 
-def build_net(estimator, n_features_in, n_features_out, device, seed):
-    """The skorch net that trains ``estimator``'s transformer (not yet initialised)."""
+def build_net(estimator, n_features_in, n_features_out, device, seed, *, distributed=False):
+    """The skorch net that trains ``estimator``'s transformer (not yet initialised).
+
+    With ``distributed``, on a process group already set up: each process
+    trains on its shard of the measures and the gradients are averaged.
+    """
     net = _MeasureNet(
         MeasureTransformer,
         module__n_features_in=n_features_in,
@@ -465,12 +499,13 @@ def build_net(estimator, n_features_in, n_features_out, device, seed):
         batch_size=estimator.batch_size,
         max_epochs=estimator.max_epochs,
         train_split=_train_split(estimator, seed),
-        iterator_train__shuffle=True,
-        callbacks=_callbacks(estimator),
+        iterator_train__shuffle=estimator.shuffle,
+        callbacks=_callbacks(estimator, distributed),
         device=device,
-        verbose=estimator.verbose,
+        verbose=estimator.verbose if not (distributed and torch.distributed.get_rank() != 0) else 0,
     )
     net.loader_seed = seed
+    net.distributed = distributed
     return net
 
 
@@ -481,7 +516,7 @@ def build_net(estimator, n_features_in, n_features_out, device, seed):
 # (early stopping and progress output included) apply to each continued fit.
 FIXED_BY_FIRST_FIT = (
     "kernel", "kernel_params", "transform", "d_model", "n_heads", "n_layers", "dim_feedforward", "norm",
-    "dropout", "attention_backend", "random_state",
+    "dropout", "attention_backend", "random_state", "shuffle", "distributed",
 )
 APPLIED_ON_WARM_START = (
     "lr", "weight_decay", "batch_size", "max_epochs", "early_stopping", "validation_fraction", "patience",

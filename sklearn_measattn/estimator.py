@@ -11,6 +11,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._distributed import broadcast_seed, check_same_data, distributed_device
 from ._persistence import VersionStampMixin
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
@@ -98,6 +99,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         Measures per batch.
     max_epochs : int, default=100
         Training epochs (an upper bound with ``early_stopping``).
+    shuffle : bool, default=True
+        Shuffle the training measures each epoch (from a private generator
+        seeded by ``random_state``).
     early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the measures and stop when their
         loss has not improved for ``patience`` epochs, keeping the best weights.
@@ -146,10 +150,27 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         the new learning rate and weight decay). The others are fixed by the
         first fit: a change of ``kernel``, ``kernel_params``, ``transform``,
         ``d_model``, ``n_heads``, ``n_layers``, ``dim_feedforward``, ``norm``,
-        ``dropout``, ``attention_backend``, ``random_state`` or ``device``
-        raises ``ValueError`` before any training (set it back, or fit afresh
-        with ``warm_start=False``). The data must have the fitted numbers of
-        features.
+        ``dropout``, ``attention_backend``, ``random_state``, ``shuffle``,
+        ``distributed`` or ``device`` raises ``ValueError`` before any
+        training (set it back, or fit afresh with ``warm_start=False``). The
+        data must have the fitted numbers of features.
+    distributed : bool, default=False
+        Train data-parallel on the process group that a launcher sets up
+        (``torchrun``, ``accelerate launch``, Slurm's ``srun`` with
+        ``MASTER_ADDR`` and ``MASTER_PORT``), or that the script created with
+        ``torch.distributed.init_process_group``; without one, :meth:`fit`
+        creates it from the launcher's environment (``gloo`` on the CPU,
+        ``nccl`` on CUDA, each process on ``cuda:LOCAL_RANK``). Every process
+        runs the same script on the same full ``X`` and ``y`` (checked); each
+        epoch, each trains on its shard of the measures and the gradients are
+        averaged before every optimiser step, so all processes end with the
+        same fitted estimator. ``batch_size`` is per process: the effective
+        batch is ``batch_size x world_size``. Only the first process prints
+        progress; early stopping decides on the whole validation split, the
+        same on every process; a non-finite value on one process stops all.
+        The fitted estimator pickles and predicts in a single process.
+        :meth:`partial_fit` and ``warm_start`` are refused with it. See
+        :ref:`scaling`.
 
     Attributes
     ----------
@@ -203,6 +224,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "weight_decay": [NumberInterval(Real, 0, None, closed="left")],
         "batch_size": [_POSITIVE_INT],
         "max_epochs": [_POSITIVE_INT],
+        "shuffle": ["boolean"],
         "early_stopping": ["boolean"],
         "validation_fraction": [NumberInterval(Real, 0, 1, closed="neither")],
         "patience": [_POSITIVE_INT],
@@ -213,6 +235,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "callbacks": [list, tuple, None],
         "score_space": [StrOptions(set(SCORING_SPACES))],
         "warm_start": ["boolean"],
+        "distributed": ["boolean"],
     }
 
     def __init__(
@@ -233,6 +256,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         weight_decay=0.0,
         batch_size=32,
         max_epochs=100,
+        shuffle=True,
         early_stopping=False,
         validation_fraction=0.1,
         patience=5,
@@ -243,6 +267,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         callbacks=None,
         score_space="raw",
         warm_start=False,
+        distributed=False,
     ):
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -259,6 +284,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.max_epochs = max_epochs
+        self.shuffle = shuffle
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.patience = patience
@@ -269,6 +295,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.callbacks = callbacks
         self.score_space = score_space
         self.warm_start = warm_start
+        self.distributed = distributed
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -371,6 +398,14 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         """Fit afresh, or continue the fitted net (warm start, partial fit) for ``epochs``."""
         config = self._check_params()
         resume = hasattr(self, "net_") and (epochs is not None or self.warm_start)
+        if self.distributed and (epochs is not None or resume):
+            raise ValueError(
+                "distributed=True trains with fit from scratch; partial_fit and warm_start are not supported "
+                "with it. Fit with warm_start=False, or continue training in a single process with "
+                "distributed=False on a fresh estimator."
+            )
+        if self.distributed:
+            config["device"] = distributed_device(config["device"])
         if resume:
             self._check_fixed_since_fit(config["device"])
         X, x_weights = check_measures(X, input_name="X")
@@ -404,7 +439,10 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         inputs = as_batch(X_model, x_weights, y_weights)
         if not resume:
             seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed)
+            if self.distributed:
+                check_same_data(X, y)
+                seed = broadcast_seed(seed)  # random_state=None draws one seed per process
+            net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed, distributed=self.distributed)
 
         # A failed fit leaves the estimator unfitted, never half-fitted.
         for attribute in (*_FITTED_ATTRIBUTES, "_fitted_params"):
@@ -431,6 +469,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 "estimator is left unfitted."
             ) from None
 
+        if self.distributed:  # the fitted net predicts, pickles and scores in a single process
+            net.distributed = False
+            net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name != "distributed_training"]
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
         self.transform_X_ = transform_X
