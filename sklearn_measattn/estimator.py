@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._distributed import broadcast_seed, check_same_data, distributed_device
+from ._hidden_similarity import trained_hidden_similarity
 from ._persistence import VersionStampMixin
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
@@ -793,6 +794,56 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         True
         """
         return trained_attention_weights(self, X, layer=layer, batch_size=batch_size)
+
+    def hidden_similarity(self, X, *, batch_size=None):
+        """How alike the hidden states of each measure are, after the embedding and each block.
+
+        For every measure, the mean pairwise cosine similarity
+        ``cos(h_i, h_j) = <h_i, h_j> / (|h_i| |h_j|)`` of the hidden features of
+        its points, over pairs of distinct points weighted by their point
+        weights ``a_i a_j`` (padding of a ragged batch has weight 0), at
+        ``n_layers + 1`` depths: after the embedding, then after each block.
+        Attention averages the values of a measure, so with depth the points
+        of one ensemble may become alike (rank collapse): a similarity rising
+        towards 1 across depth is that face of collapse, which the attention
+        ESS of one layer does not see. Values near 0 mean the hidden states
+        point in unrelated directions. Computed in float64 in O(n d) per
+        measure, without the n x n matrix.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_points, n_features_in) or list
+            Input measures, raw (the fitted ``transform`` is applied here).
+        batch_size : int, default=None
+            Measures per forward pass (default: the fitted ``batch_size``).
+
+        Returns
+        -------
+        similarity : ndarray of shape (n_samples, n_layers + 1)
+            Mean pairwise cosine similarity in ``[-1, 1]`` per measure and
+            depth; ``nan`` for a measure with a single point.
+
+        Raises
+        ------
+        FloatingPointError
+            When the hidden states overflow float32 (extreme inputs without
+            ``transform="symlog"``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_measattn import MeasureTransformerRegressor
+        >>> from sklearn_measattn.datasets import make_matrix_inverse
+        >>> X, y = make_matrix_inverse(n_samples=8, n_points=32, random_state=0)
+        >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=3, max_epochs=1,
+        ...                                     random_state=0).fit(X, y)
+        >>> similarity = model.hidden_similarity(X)
+        >>> similarity.shape  # the embedding, then each of the 3 blocks
+        (8, 4)
+        >>> bool(np.all(np.abs(similarity) <= 1))
+        True
+        """
+        return trained_hidden_similarity(self, X, batch_size=batch_size)
 
     # -------------------------------------------------------------- helpers
     def _check_params(self):

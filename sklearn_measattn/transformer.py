@@ -415,6 +415,39 @@ class MeasureTransformer(nn.Module):
             raise ValueError(f"weights must have shape {tuple(X.shape[:2])}, got {tuple(weights.shape)}.")
         return torch.log(weights.detach().to(X.dtype))
 
+    def hidden_states(self, X, weights=None):
+        """The hidden point features after the embedding and after every block.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (batch, n_points, n_features_in)
+            Measures.
+        weights : torch.Tensor of shape (batch, n_points), optional
+            Point weights (zero = absent); ``None`` means uniform.
+
+        Returns
+        -------
+        list of torch.Tensor of shape (batch, n_points, d_model)
+            ``n_layers + 1`` tensors: the embedding, then the output of each
+            block (the residual stream, before the pre-norm variant's final
+            LayerNorm).
+
+        Examples
+        --------
+        >>> import torch
+        >>> from sklearn_measattn.transformer import MeasureTransformer
+        >>> model = MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=3, random_state=0)
+        >>> [tuple(h.shape) for h in model.hidden_states(torch.randn(4, 10, 2))]
+        [(4, 10, 8), (4, 10, 8), (4, 10, 8), (4, 10, 8)]
+        """
+        log_weights = self._log_weights(X, weights)
+        hidden = self.embedding(X)
+        states = [hidden]
+        for block in self.blocks:
+            hidden = block(hidden, log_weights)
+            states.append(hidden)
+        return states
+
     def forward(self, X, weights=None):
         """Map measures ``X`` (batch, n_points, n_features_in) to (batch, n_points, n_features_out).
 

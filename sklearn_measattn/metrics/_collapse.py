@@ -35,6 +35,14 @@ the input. An under-trained model that has not yet learnt the input dependence
 fails this face too, so it is reported on its own and does not by itself make
 the verdict.
 
+*Depth face* (``hidden_similarity``, reported on its own, in no verdict): the
+median over held-out measures of the mean pairwise cosine similarity of one
+measure's hidden states, after the embedding and after each block
+(:meth:`MeasureTransformerRegressor.hidden_similarity`). Attention averages, so
+with depth the points of one ensemble may become alike (rank collapse). No
+threshold is fixed for it yet: it enters no verdict until a study shows where
+one lies.
+
 ``collapsed`` is the attention face OR the within-ensemble face: the two that
 say the weights or the particles sit on one point. The residual stream of a
 post-norm transformer keeps particles apart even when its attention has
@@ -158,7 +166,12 @@ def collapse_diagnostics(
         ``attention_ess`` (median over measures and heads),
         ``attention_ess_min_head`` (smallest per-head median),
         ``spread_ratio`` (median), ``corr_scale``, ``energy`` and ``w1`` (in
-        ``space``), ``space``, and the faces of :func:`collapse_verdict`.
+        ``space``), ``space``, the faces of :func:`collapse_verdict`, and the
+        depth face, which is in no verdict: ``hidden_similarity`` (list of
+        ``n_layers + 1`` medians over measures of the mean pairwise cosine
+        similarity of the hidden states, after the embedding and after each
+        block; empty without a model) and ``hidden_similarity_last`` (its last
+        entry, ``nan`` without a model).
 
     Examples
     --------
@@ -171,15 +184,22 @@ def collapse_diagnostics(
     >>> report = collapse_diagnostics(model, X[:6], y[:6])
     >>> sorted(report)  # doctest: +NORMALIZE_WHITESPACE
     ['across', 'attention', 'attention_ess', 'attention_ess_min_head', 'collapsed', 'corr_scale',
-     'energy', 'space', 'spread_ratio', 'w1', 'within']
+     'energy', 'hidden_similarity', 'hidden_similarity_last', 'space', 'spread_ratio', 'w1', 'within']
+    >>> len(report["hidden_similarity"])  # after the embedding and after the one block
+    2
     """
     space = _check_space(space)
     if estimator is None:
         if y_pred is None:
             raise ValueError("collapse_diagnostics(None, ...) scores a given prediction: pass y_pred.")
         ess = np.full((1, 1), np.nan)
+        depth = []
     else:
         ess = estimator.attention_ess(X, layer=layer, max_queries=max_queries, random_state=random_state)
+        depth = [
+            float(np.median(c[np.isfinite(c)])) if np.isfinite(c).any() else math.nan  # nan: one-point measures
+            for c in estimator.hidden_similarity(X).T
+        ]
     if y_pred is None:
         y_pred = estimator.predict(X)
     ratios = spread_ratio(y, y_pred, multioutput="raw_values")
@@ -195,6 +215,8 @@ def collapse_diagnostics(
         "energy": float(energy_distance(y_space, pred_space)),
         "w1": float(wasserstein_distance(y_space, pred_space, method=method, random_state=random_state)),
         "space": space,
+        "hidden_similarity": depth,  # the depth face: reported, in no verdict
+        "hidden_similarity_last": depth[-1] if depth else math.nan,
     }
     report.update(
         collapse_verdict(
