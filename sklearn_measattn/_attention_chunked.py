@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ._sparse import sparsemax_score_grad, sparsemax_weights, uniform_where_empty
+
 # Elements in one (batch, heads, chunk, n_keys) block of the chunked backend:
 # 2**20 float32 values are 4 MiB per block buffer (backward keeps three), which
 # stays in the last-level cache; measured on 2 cores at N = 4096, 16 to 64
@@ -51,6 +53,12 @@ class _ChunkedKernelAttention(torch.autograd.Function):
     w)`` and ``g'`` from the kernel's ``derivative`` or, for user callables,
     autograd on each block.
 
+    Bounded-support kernels: a query whose logits are all ``-inf`` (every key
+    outside the support) attends uniformly to the measure; ``sparsemax``
+    computes its per-query threshold in each block (a sort of the block's
+    scores) and its backward has the closed form of
+    :func:`~sklearn_measattn._sparse.sparsemax_score_grad`.
+
     Saved for backward: q, k, v, the output and, for factorised kernels, one ``Z``
     per query, so memory is O(N * d + chunk * N) instead of O(N^2).
     """
@@ -76,12 +84,17 @@ class _ChunkedKernelAttention(torch.autograd.Function):
         for start in range(0, n_queries, chunk):
             stop = min(start + chunk, n_queries)
             scores = torch.bmm(q_scaled[:, start:stop], k_t, out=_rows(score_buffer, bh, stop - start, n_keys))
+            if kernel.normalizer is not None:
+                out[:, start:stop] = torch.bmm(kernel.normalizer(scores, lw), v3)
+                continue
             if factorization is not None:
                 exponent = torch.clamp(scores, max=0.0, out=_rows(exp_buffer, bh, stop - start, n_keys))
             else:
                 exponent = kernel.log_weight(scores)
             if lw is not None:
                 exponent.add_(lw)
+            if kernel.support == "bounded":
+                exponent = uniform_where_empty(exponent, lw)
             probs = _softmax_(exponent)
             if factorization is not None:
                 weights = factorization.phi_(scores).mul_(probs)
@@ -132,6 +145,20 @@ class _ChunkedKernelAttention(torch.autograd.Function):
             q_block, grad_out_block = q_scaled[:, start:stop], grad_out[:, start:stop]
             scores = torch.bmm(q_block, k_t, out=_rows(score_buffer, bh, stop - start, n_keys))
             slope = scores_leaf = logits = None
+            if kernel.normalizer is not None:
+                closed_form = kernel.normalizer is sparsemax_weights
+                with torch.enable_grad():
+                    scores_leaf = scores.detach().requires_grad_(not closed_form)
+                    weights = kernel.normalizer(scores_leaf, lw)
+                grad_v.baddbmm_(weights.detach().transpose(1, 2), grad_out_block)
+                grad_weights = torch.bmm(grad_out_ext[:, start:stop], v_t, out=_rows(grad_buffer, bh, stop - start, n_keys))
+                if closed_form:
+                    grad_scores = sparsemax_score_grad(weights, grad_weights, lw)
+                else:  # another row normaliser: autograd on the block
+                    (grad_scores,) = torch.autograd.grad(weights, scores_leaf, grad_weights)
+                grad_q[:, start:stop] = torch.bmm(grad_scores, k3)
+                grad_k.baddbmm_(grad_scores.transpose(1, 2), q_block)
+                continue
             if factorization is not None:
                 exponent = torch.clamp(scores, max=0.0, out=_rows(exp_buffer, bh, stop - start, n_keys))
             elif kernel.derivative is not None:
@@ -144,6 +171,8 @@ class _ChunkedKernelAttention(torch.autograd.Function):
                 exponent = logits.detach().clone()
             if lw is not None:
                 exponent.add_(lw)
+            if kernel.support == "bounded":
+                exponent = uniform_where_empty(exponent, lw)
             probs = _softmax_(exponent)
             if factorization is not None:
                 phi, slope = factorization.phi_psi_(scores)

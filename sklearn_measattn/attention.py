@@ -18,6 +18,7 @@ from . import _fused
 from ._attention_chunked import _CHUNK_ELEMENTS, _ChunkedKernelAttention, _default_chunk
 from ._attention_flex import _flex_attention
 from ._attention_fused import _fused_query_block, _FusedKernelAttention
+from ._sparse import uniform_where_empty
 from .kernels import _fused_kind, get_kernel
 
 __all__ = ["kernel_attention", "fused_status", "BACKENDS"]
@@ -179,6 +180,17 @@ def resolve_backend(backend, kernel, tensor):
     """Validate ``backend`` for a kernel and device; resolve ``"auto"``."""
     if backend not in BACKENDS:
         raise ValueError(f"Unknown attention backend {backend!r}; valid choices are {', '.join(map(repr, BACKENDS))}.")
+    restricted = getattr(kernel, "backends", None)
+    if restricted is not None:
+        if backend == "auto":
+            return "chunked" if "chunked" in restricted else restricted[0]
+        if backend not in restricted:
+            raise ValueError(
+                f"kernel {kernel.name!r} runs on backend {' or '.join(map(repr, restricted))} only, got "
+                f"backend={backend!r}: its weights are zero outside a bounded support (or need a threshold per "
+                "query), which the other backends do not implement. Use backend='auto' or 'chunked'."
+            )
+        return backend
     if backend == "auto":
         if kernel.is_softmax:
             return "sdpa"
@@ -216,6 +228,8 @@ def _dispatch(q, k, v, kernel, log_weights, backend, chunk_size=None):
         mask = None if log_weights is None else log_weights[:, None, None, :].to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     if backend == "naive":
+        if kernel.normalizer is not None or kernel.support == "bounded":
+            return _attention_probs(q, k, kernel, log_weights, scale) @ v
         return _naive_attention(q, k, v, kernel.log_weight, log_weights, scale)
     if backend == "chunked":
         chunk = _default_chunk(q, k) if chunk_size is None else _check_chunk_size(chunk_size)
@@ -322,11 +336,32 @@ def _attention_weight_blocks(q, k, kernel, log_weights=None, *, block_elements=_
     k_t = k.transpose(-1, -2)
     for start in range(0, n_queries, rows):
         stop = min(start + rows, n_queries)
-        logits = kernel.log_weight(torch.matmul(q[:, :, start:stop], k_t) * scale)
-        if log_weights is not None:
-            logits = logits + log_weights[:, None, None, :]
+        scores = torch.matmul(q[:, :, start:stop], k_t) * scale
+        lw = None if log_weights is None else log_weights[:, None, None, :]
+        if kernel.normalizer is not None:
+            yield start, stop, kernel.normalizer(scores, lw)
+            continue
+        logits = kernel.log_weight(scores)
+        if lw is not None:
+            logits = logits + lw
+        if kernel.support == "bounded":
+            logits = uniform_where_empty(logits, lw)
         negligible = logits < logits.amax(dim=-1, keepdim=True) - 300.0
         yield start, stop, torch.softmax(logits.masked_fill(negligible, -math.inf), dim=-1)
+
+
+def _attention_probs(q, k, kernel, log_weights, scale):
+    """Materialised attention weights of any kernel, differentiable by autograd (the reference)."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+    lw = None if log_weights is None else log_weights[:, None, None, :]
+    if kernel.normalizer is not None:
+        return kernel.normalizer(scores, lw)
+    logits = kernel.log_weight(scores)
+    if lw is not None:
+        logits = logits + lw
+    if kernel.support == "bounded":
+        logits = uniform_where_empty(logits, lw)
+    return torch.softmax(logits, dim=-1)
 
 
 def _naive_attention(q, k, v, log_weight, log_weights, scale):

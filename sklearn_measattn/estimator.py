@@ -63,7 +63,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
     ----------
     kernel : str or callable, default="log"
         Attention kernel: ``"softmax"``, ``"poly"``, ``"log"``, ``"sigmoid"``,
-        ``"softplus"`` or a callable log-weight ``g`` (see
+        ``"softplus"``, the bounded-support ``"compact"`` and ``"sparsemax"``,
+        or a callable log-weight ``g`` (see
         :func:`~sklearn_measattn.kernels.get_kernel`). Slower-growing kernels
         avoid ensemble collapse on heavy-tailed data.
     kernel_params : dict, default=None

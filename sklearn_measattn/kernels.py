@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ._kappa import KappaFactorization, _LogFactorization, _PolyFactorization, _SoftplusFactorization
 
-__all__ = ["AttentionKernel", "KappaFactorization", "get_kernel", "KERNEL_NAMES"]
+__all__ = ["AttentionKernel", "KappaFactorization", "get_kernel", "KERNEL_NAMES", "SPARSE_KERNEL_NAMES"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class AttentionKernel:
     ----------
     name : str
         Registry name (``"softmax"``, ``"poly"``, ``"log"``, ``"sigmoid"``,
-        ``"softplus"``) or the callable's ``__name__`` for user kernels.
+        ``"softplus"``, ``"compact"``, ``"sparsemax"``) or the callable's ``__name__`` for user kernels.
     log_weight : callable
         Elementwise ``g``: maps a tensor of scores to a tensor of the same shape.
     params : dict
@@ -58,6 +58,22 @@ class AttentionKernel:
         Optional closed forms ``kappa(s) = exp(min(s, 0)) phi(s)`` and
         ``kappa'(s) = exp(min(s, 0)) psi(s)`` with which the chunked backend needs
         one exponential per score; see :class:`KappaFactorization`.
+    support : str, default="full"
+        ``"full"``: ``kappa > 0`` for every score. ``"bounded"``: ``kappa = 0``
+        below a threshold (``g = -inf`` there; ``"compact"``, ``"sparsemax"``).
+        A query whose keys all lie outside the support attends uniformly to
+        the measure (weights ``w_j / sum_l w_l``): the limit of ``kappa +
+        epsilon`` as ``epsilon -> 0``.
+    backends : tuple of str or None, default=None
+        The attention backends that can run this kernel; ``None`` means every
+        backend that runs a log-weight ``g``. ``backend="auto"`` picks
+        ``"chunked"`` for kernels restricted to ``("chunked", "naive")``.
+    normalizer : callable or None, default=None
+        For kernels whose weights are not ``softmax(g(S) + log w)`` with an
+        elementwise ``g`` (``"sparsemax"``: a threshold per query):
+        ``normalizer(scores, log_weights)`` returns the attention weights of
+        every query row, ``log_weights`` broadcastable to ``scores`` along the
+        last (key) axis, or ``None`` for uniform measures.
 
     Examples
     --------
@@ -77,11 +93,16 @@ class AttentionKernel:
     min_tail_index: float | None = None
     derivative: Callable[[torch.Tensor], torch.Tensor] | None = field(default=None, repr=False)
     factorization: KappaFactorization | None = field(default=None, repr=False)
+    support: str = "full"
+    backends: tuple | None = None
+    normalizer: Callable | None = field(default=None, repr=False)
 
     def __post_init__(self):
         if not isinstance(self.name, str):
             raise TypeError(f"AttentionKernel name must be a string, got {self.name!r}.")
-        if self.log_weight not in _BUILTIN_LOG_WEIGHTS and not isinstance(self.log_weight, _PolyLogWeight):
+        if self.support not in ("full", "bounded"):
+            raise ValueError(f"AttentionKernel support must be 'full' or 'bounded', got {self.support!r}.")
+        if self.log_weight not in _BUILTIN_LOG_WEIGHTS and not isinstance(self.log_weight, _BUILTIN_LOG_WEIGHT_TYPES):
             _probe_log_weight(self.log_weight, self.name)
 
     def __call__(self, scores: torch.Tensor) -> torch.Tensor:
@@ -230,11 +251,63 @@ def _d_softplus(s):
     return _SoftplusFactorization().derivative(s)
 
 
+class _CompactLogWeight:
+    """``g`` of the compact kernel: ``p log(s - t)`` above the threshold ``t``, ``-inf`` below.
+
+    The log is clamped inside its branch, so neither branch of the ``where``
+    produces a NaN gradient (at ``s = t`` exactly the weight is 0).
+    """
+
+    def __init__(self, threshold, degree):
+        self.threshold = threshold
+        self.degree = degree
+
+    def __call__(self, s):
+        excess = s - self.threshold
+        inside = self.degree * torch.log(torch.clamp(excess, min=torch.finfo(s.dtype).tiny))
+        return torch.where(excess > 0, inside, torch.full_like(s, -math.inf))
+
+    def __repr__(self):
+        return f"compact(threshold={self.threshold:g}, degree={self.degree:g})"
+
+
+class _CompactDerivative:
+    """``g'`` of the compact kernel: ``p / (s - t)`` above ``t`` (capped to stay finite), 0 below."""
+
+    def __init__(self, threshold, degree):
+        self.threshold = threshold
+        self.degree = degree
+
+    def __call__(self, s):
+        excess = s - self.threshold
+        slope = self.degree / torch.clamp(excess, min=1e-30 if s.dtype != torch.float16 else 1e-4)
+        return torch.where(excess > 0, slope, torch.zeros_like(s))
+
+
+class _SparsemaxLogWeight:
+    """The log of sparsemax's weights of a uniform measure, row by row (last axis = keys).
+
+    Not elementwise: each query row has its own threshold. The backends call
+    the kernel's ``normalizer`` instead, which also takes the point weights.
+    """
+
+    def __call__(self, s):
+        from ._sparse import sparsemax_weights
+
+        return torch.log(sparsemax_weights(s, None))
+
+    def __repr__(self):
+        return "sparsemax"
+
+
 #: Degrees of the poly kernel for which ``g`` and ``g'`` are finite in float32.
 _DEGREE_RANGE = (1e-3, 1e3)
 
 
 _BUILTIN_LOG_WEIGHTS = (_g_softmax, _g_log, _g_sigmoid, _g_softplus)
+_BUILTIN_LOG_WEIGHT_TYPES = (_PolyLogWeight, _CompactLogWeight, _SparsemaxLogWeight)
+#: Backends that run the bounded-support kernels (one rule for queries outside the support).
+_BOUNDED_BACKENDS = ("chunked", "naive")
 
 
 def _check_degree(degree):
@@ -286,6 +359,36 @@ def _build_softplus():
     return AttentionKernel("softplus", _g_softplus, {}, "linear", 2.0, _d_softplus, _SoftplusFactorization())
 
 
+def _check_real(value, name, kernel, *, positive=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise TypeError(f"{kernel} kernel: {name} must be a finite real number, got {value!r}.")
+    value = float(value)
+    if positive and not value > 0:
+        raise ValueError(f"{kernel} kernel: {name} must be > 0, got {value!r}.")
+    return value
+
+
+def _build_compact(threshold=0.0, degree=1.0):
+    threshold = _check_real(threshold, "threshold", "compact")
+    degree = _check_real(degree, "degree", "compact", positive=True)
+    low, high = _DEGREE_RANGE
+    if not low <= degree <= high:
+        raise ValueError(f"compact kernel: degree must be in [{low:g}, {high:g}], got {degree!r}.")
+    return AttentionKernel(
+        "compact", _CompactLogWeight(threshold, degree), {"threshold": threshold, "degree": degree},
+        "polynomial", degree + 1.0, _CompactDerivative(threshold, degree), None, "bounded", _BOUNDED_BACKENDS,
+    )
+
+
+def _build_sparsemax():
+    from ._sparse import sparsemax_weights
+
+    return AttentionKernel(
+        "sparsemax", _SparsemaxLogWeight(), {}, "linear", 2.0, None, None, "bounded", _BOUNDED_BACKENDS,
+        sparsemax_weights,
+    )
+
+
 def _fused_kind(kernel):
     """``(kind, parameter)`` of a built-in kernel for the fused CPU backend, or
     ``None`` for kernels it cannot run (user callables). Decided by the identity
@@ -312,10 +415,14 @@ _REGISTRY = {
     "log": (_build_log, ()),
     "sigmoid": (_build_sigmoid, ()),
     "softplus": (_build_softplus, ()),
+    "compact": (_build_compact, ("threshold", "degree")),
+    "sparsemax": (_build_sparsemax, ()),
 }
 
-#: Names of the built-in kernels, in order of decreasing growth.
-KERNEL_NAMES = tuple(_REGISTRY)
+#: Names of the built-in kernels that are positive everywhere, in order of decreasing growth.
+KERNEL_NAMES = ("softmax", "poly", "log", "sigmoid", "softplus")
+#: Names of the built-in kernels with bounded support (zero weight below a threshold).
+SPARSE_KERNEL_NAMES = ("compact", "sparsemax")
 
 
 def get_kernel(kernel, **params) -> AttentionKernel:
@@ -329,12 +436,19 @@ def get_kernel(kernel, **params) -> AttentionKernel:
     ``log``       1 + log(1 + s)                  logarithmic   1
     ``sigmoid``   sigmoid(s) (all s)              bounded       1
     ``softplus``  log(1 + e^s) (all s)            linear        2
+    ``compact``   (s - t)_+^p, 0 below t (all s)  polynomial    p + 1
+    ``sparsemax`` a_j (s - tau_i)_+ (all s)       linear        2
     ============  ==============================  ============  ===========================
 
     The last column is the tail index above which the attention integral
     ``int kappa(<q, k(y)>) v(y) dmu(y)`` converges when keys and values are linear
-    in ``y`` (the ``+1`` is the value's own growth). Each kernel is positive,
-    increasing and C^1; ``poly`` tends to softmax as ``p`` grows.
+    in ``y`` (the ``+1`` is the value's own growth). The first five kernels
+    are positive, increasing and C^1; ``poly`` tends to softmax as ``p``
+    grows. ``compact`` (threshold ``t``, default 0, degree ``p``, default 1)
+    and ``sparsemax`` (threshold ``tau_i`` per query, solving ``sum_j a_j (s_ij
+    - tau_i)_+ = 1`` for the point weights ``a`` of the measure) have bounded
+    support: a query whose keys all lie outside it attends uniformly to the
+    measure. They run on the chunked backend (``backend="auto"`` picks it).
 
     Parameters
     ----------
@@ -343,7 +457,9 @@ def get_kernel(kernel, **params) -> AttentionKernel:
         should be increasing and finite), or an already built kernel (returned
         unchanged when no params are given).
     **params
-        Kernel parameters: ``degree`` (float > 0, default 1) for ``poly``.
+        Kernel parameters: ``degree`` (float > 0, default 1) for ``poly``;
+        ``threshold`` (real, default 0) and ``degree`` (float > 0, default 1)
+        for ``compact``.
 
     Returns
     -------
@@ -366,6 +482,8 @@ def get_kernel(kernel, **params) -> AttentionKernel:
     tensor([-1., 0.])
     >>> get_kernel(lambda s: 0.5 * s).name
     '<lambda>'
+    >>> get_kernel("compact").kappa(torch.tensor([-1.0, 2.0]))  # zero below the threshold
+    tensor([0., 2.])
     """
     if isinstance(kernel, AttentionKernel):
         if params:
@@ -378,7 +496,7 @@ def get_kernel(kernel, **params) -> AttentionKernel:
         if kernel not in _REGISTRY:
             raise ValueError(
                 f"Unknown attention kernel {kernel!r}. Valid choices are "
-                f"{', '.join(repr(k) for k in KERNEL_NAMES)}, or a callable g(s) "
+                f"{', '.join(repr(k) for k in KERNEL_NAMES + SPARSE_KERNEL_NAMES)}, or a callable g(s) "
                 "returning log-weights."
             )
         builder, accepted = _REGISTRY[kernel]
@@ -399,6 +517,6 @@ def get_kernel(kernel, **params) -> AttentionKernel:
         name = getattr(kernel, "__name__", type(kernel).__name__)
         return AttentionKernel(name, kernel, {}, "user", None)
     raise TypeError(
-        f"kernel must be one of {', '.join(repr(k) for k in KERNEL_NAMES)} or a "
+        f"kernel must be one of {', '.join(repr(k) for k in KERNEL_NAMES + SPARSE_KERNEL_NAMES)} or a "
         f"callable g(s), got {kernel!r} of type {type(kernel).__name__}."
     )

@@ -39,8 +39,9 @@ class Diagnosis:
         integrals converge for tail indices above this), ``integrals``
         (``"converge"``, ``"diverge"``, ``"borderline"`` when the interval of
         the norm's tail index straddles ``min_tail_index``, ``"unknown"`` for
-        user kernels), ``ess_none`` and ``ess_symlog`` (random-projection
-        attention ESS / n without and with symlog).
+        user kernels), ``support`` (``"full"``, or ``"bounded"`` for kernels
+        that are zero below a threshold), ``ess_none`` and ``ess_symlog``
+        (random-projection attention ESS / n without and with symlog).
     light_tailed : bool
         The norm's tail index estimate is above the light-tail threshold.
     kernel : str
@@ -107,7 +108,8 @@ class Diagnosis:
         ]
         for k in self.kernels:
             rows.append({"what": "integrals", "of": k["kernel"], "value": k["min_tail_index"],
-                         "detail": f"{k['integrals']} ({k['growth']} growth)"})
+                         "detail": f"{k['integrals']} ({k['growth']} growth"
+                                   + (", bounded support" if k.get("support") == "bounded" else "") + ")"})
             for transform in ("none", "symlog"):
                 rows.append({"what": "attention_ess", "of": f"{k['kernel']}/{transform}", "value": k[f"ess_{transform}"],
                              "detail": f"ESS/n, {self.n_measures_ess} measures x {self.n_queries_ess} queries"})
@@ -173,6 +175,10 @@ def _recommend(tails, kernels):
     of :func:`diagnose_measures`."""
     alpha, lower, upper = tails.norm
     light = bool(tails.light_tailed[-1])
+    # Bounded-support kernels are assessed and listed, but recommended only when nothing else was asked for:
+    # their weights vanish below a threshold, which on heavy tails puts the weight on the top scores.
+    full = [k for k in kernels if k.get("support", "full") == "full"]
+    kernels = full or kernels
     interval = f"{format_number(lower)}-{format_number(upper)}"
     healthy = [k for k in kernels if k["integrals"] == "converge" and k["ess_none"] >= ATTENTION_ESS_THRESHOLD]
     healthy.sort(key=lambda k: _GROWTH_ORDER.get(k["growth"], len(_GROWTH_ORDER)))
@@ -262,7 +268,11 @@ def diagnose_measures(
     X : array-like of shape (n_samples, n_points, n_features) or list of 2-D arrays
         The measures (a ragged list is accepted).
     kernels : sequence of str or AttentionKernel, default=KERNEL_NAMES
-        Kernels to assess.
+        Kernels to assess. The bounded-support kernels
+        (:data:`~sklearn_measattn.kernels.SPARSE_KERNEL_NAMES`: ``"compact"``,
+        ``"sparsemax"``) are measured and listed with their divergence rule
+        when named here, but recommended only when no kernel of full support
+        is among ``kernels``.
     n_tail : "sqrt", int or float, default="sqrt"
         Order statistics of the tail estimate, see :func:`estimate_tail_index`.
     confidence : float, default=0.95
@@ -331,6 +341,7 @@ def diagnose_measures(
         for kernel in kernel_objs:
             rows.append({
                 "kernel": kernel.name, "growth": kernel.growth, "min_tail_index": kernel.min_tail_index,
+                "support": kernel.support,
                 "integrals": _integrals(kernel, lower, upper, light),
                 "ess_none": _ess(standardized, sub_weights, kernel, n_draws, max_queries, seed),
                 "ess_symlog": _ess(transformed, sub_weights, kernel, n_draws, max_queries, seed),
@@ -397,7 +408,7 @@ def format_diagnosis(diagnosis):
                "for Gaussian data Hill's estimate is large and grows with the number of points."],
     )
     kernel_body = [
-        [k["kernel"], k["growth"],
+        [k["kernel"] + (" (bounded support)" if k.get("support") == "bounded" else ""), k["growth"],
          "none" if k["min_tail_index"] is not None and math.isinf(k["min_tail_index"])
          else "unknown" if k["min_tail_index"] is None else format_number(k["min_tail_index"]),
          k["integrals"], format_number(k["ess_none"]), format_number(k["ess_symlog"])]
