@@ -266,6 +266,17 @@ def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
         (row,) = [r for r in csv.DictReader(handle) if r["kernel"] not in REFERENCE_NAMES]
     assert row["task"] == "pairs.npz" and row["n_samples"] == "12" and row["n_test"] == "4"
     assert row["status"] == "ok" and float(row["energy_symlog"]) >= 0
+    assert row["learned"] in ("True", "False")
+    # own data: the no-model rows, scored alike, but no oracle (the true target law is unknown)
+    with open(out_csv) as handle:
+        references = {r["kernel"]: r for r in csv.DictReader(handle) if r["kernel"] in REFERENCE_NAMES}
+    assert set(references) == {"pooled", "identity"}
+    assert all(r["transform"] == "none" and float(r["energy_symlog"]) > 0 for r in references.values())
+    table = out.splitlines()
+    header = next(line for line in table if line.startswith("kernel"))
+    assert "learned" in header.split()
+    assert any(line.startswith("pooled") and "(no model)" in line for line in table)
+    assert any(line.startswith("identity") for line in table) and not any(line.startswith("oracle") for line in table)
 
 
 def test_compare_on_separate_files_and_ragged_measures(tmp_path, capsys):
