@@ -19,7 +19,7 @@ from ._attention_chunked import _CHUNK_ELEMENTS, _ChunkedKernelAttention, _defau
 from ._attention_flex import _flex_attention
 from ._attention_fused import _fused_query_block, _FusedKernelAttention
 from ._sparse import uniform_where_empty
-from .kernels import _fused_kind, get_kernel
+from .kernels import _fused_kind, _is_learned, get_kernel
 
 __all__ = ["kernel_attention", "fused_status", "BACKENDS"]
 
@@ -117,6 +117,12 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     True
     """
     kernel = get_kernel(kernel)
+    if _is_learned(kernel):
+        raise ValueError(
+            "kernel poly with degree='learn' needs a module that holds the learnt degrees: use it in "
+            "KernelMultiheadAttention, MeasureTransformer or MeasureTransformerRegressor, or pass a "
+            "number as the degree here."
+        )
     _check_qkv(q, k, v)
     weights = _check_weights(weights, k)
     if chunk_size is not None:

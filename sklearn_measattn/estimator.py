@@ -69,6 +69,11 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         avoid ensemble collapse on heavy-tailed data.
     kernel_params : dict, default=None
         Kernel parameters, e.g. ``{"degree": 2}`` for ``"poly"``.
+        ``kernel="poly", kernel_params={"degree": "learn"}`` learns one positive
+        degree per layer and head with the network (starting at 1; see
+        :class:`~sklearn_measattn.transformer.KernelMultiheadAttention` for the
+        parameterisation and the backend it runs on), reported after fit by
+        :attr:`learned_kernel_params_`.
     transform : None, "symlog" or transformer, default=None
         Pointwise transform fitted on the points of ``X`` and (separately) of
         ``y``, applied before training and inverted on the predictions.
@@ -795,6 +800,35 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         True
         """
         return trained_attention_weights(self, X, layer=layer, batch_size=batch_size)
+
+    @property
+    def learned_kernel_params_(self):
+        """The kernel parameters the network learnt, e.g. ``{"degree": array of shape (n_layers, n_heads)}``.
+
+        Empty for kernels whose parameters are fixed. With
+        ``kernel="poly", kernel_params={"degree": "learn"}``, ``degree[l, h]`` is
+        the degree of head ``h`` in block ``l``: ``(1 + s/p)^p`` grows like
+        ``s^p``, so the attention integrals converge for tail indices above
+        ``p + 1``.
+
+        Examples
+        --------
+        >>> from sklearn_measattn import MeasureTransformerRegressor
+        >>> from sklearn_measattn.datasets import make_matrix_inverse
+        >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+        >>> model = MeasureTransformerRegressor(kernel="poly", kernel_params={"degree": "learn"}, d_model=8,
+        ...                                     n_heads=2, n_layers=2, max_epochs=2, random_state=0).fit(X, y)
+        >>> model.learned_kernel_params_["degree"].shape
+        (2, 2)
+        >>> bool((model.learned_kernel_params_["degree"] > 0).all())
+        True
+        """
+        check_is_fitted(self, "net_")
+        blocks = self.net_.module_.blocks
+        degrees = [block.attention.degree() for block in blocks]
+        if not degrees or degrees[0] is None:
+            return {}
+        return {"degree": np.stack([d.detach().cpu().double().numpy() for d in degrees])}
 
     def hidden_similarity(self, X, *, batch_size=None):
         """How alike the hidden states of each measure are, after the embedding and each block.

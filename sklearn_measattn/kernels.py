@@ -198,6 +198,8 @@ class _PolyLogWeight:
         return (s - positive) + self.degree * torch.log1p(positive / self.degree)
 
     def __repr__(self):
+        if isinstance(self.degree, torch.Tensor):
+            return f"poly(degree={self.degree.flatten().tolist()})"
         return f"poly(degree={self.degree:g})"
 
 
@@ -333,7 +335,46 @@ def _build_softmax():
     return AttentionKernel("softmax", _g_softmax, {}, "exponential", math.inf, _d_softmax)
 
 
+#: Degree at which a learnt poly kernel (``degree="learn"``) starts, in every layer and head.
+_LEARNED_DEGREE_INITIAL = 1.0
+
+
+def _learned_degree(raw):
+    """The positive degree of a learnt poly kernel from its unconstrained parameter.
+
+    ``degree = low + softplus(raw)``, capped at the top of the float32-safe range
+    ``[low, high] = [1e-3, 1e3]`` of fixed degrees: positive for every ``raw``, smooth,
+    and equal to ``raw`` plus ``low`` for large ``raw``.
+    """
+    low, high = _DEGREE_RANGE
+    return torch.clamp(low + F.softplus(raw), max=high)
+
+
+def _learned_degree_raw(degree):
+    """The inverse of :func:`learned_degree`: the raw parameter of a degree (a float)."""
+    low, _ = _DEGREE_RANGE
+    return math.log(math.expm1(degree - low))
+
+
+def _is_learned(kernel):
+    """Whether ``kernel`` is a poly kernel whose degree the network learns."""
+    return kernel.params.get("degree") == "learn" if isinstance(kernel.params, dict) else False
+
+
 def _build_poly(degree=1.0):
+    if isinstance(degree, str):
+        if degree != "learn":
+            raise TypeError(
+                f"poly kernel: degree must be a positive number or 'learn' (one degree per layer and head, "
+                f"trained with the network), got {degree!r}."
+            )
+        # The log-weight at the initial degree describes the kernel before training; a module
+        # holding this kernel owns the learnt degrees and computes with them.
+        initial = _LEARNED_DEGREE_INITIAL
+        return AttentionKernel(
+            "poly", _PolyLogWeight(initial), {"degree": "learn"}, "polynomial", None, _PolyDerivative(initial),
+            None, "full", ("chunked", "naive"),
+        )
     degree = _check_degree(degree)
     # Integer degrees up to 4 get the one-exp factorisation (1 + r/p)^p by
     # products; other degrees go through g = p log1p(r/p) (a pow would cost a log
@@ -400,6 +441,8 @@ def _fused_kind(kernel):
     if log_weight is _g_softmax:
         return _fused.KIND_SOFTMAX, 1.0
     if isinstance(log_weight, _PolyLogWeight):
+        if _is_learned(kernel) or isinstance(log_weight.degree, torch.Tensor):
+            return None
         degree = float(log_weight.degree)
         if degree in (1.0, 2.0, 3.0, 4.0):
             return _fused.KIND_POLY_INT, degree
@@ -417,6 +460,8 @@ _REGISTRY = {
     "softplus": (_build_softplus, ()),
     "compact": (_build_compact, ("threshold", "degree")),
     "sparsemax": (_build_sparsemax, ()),
+    # the poly kernel with a learnt degree under a name of its own, for tools that take kernel names only
+    "learned_poly": (lambda: _build_poly("learn"), ()),
 }
 
 #: Names of the built-in kernels that are positive everywhere, in order of decreasing growth.
@@ -450,6 +495,14 @@ def get_kernel(kernel, **params) -> AttentionKernel:
     support: a query whose keys all lie outside it attends uniformly to the
     measure. They run on the chunked backend (``backend="auto"`` picks it).
 
+    ``get_kernel("poly", degree="learn")`` is the poly kernel whose degree a
+    network learns, one per layer and head (see
+    :class:`~sklearn_measattn.transformer.KernelMultiheadAttention`); it has
+    ``min_tail_index=None`` (unknown until learnt) and, on its own, describes
+    the kernel at its initial degree 1. ``get_kernel("learned_poly")`` is the
+    same kernel under a name of its own, for tools that take kernel names only
+    (:func:`~sklearn_measattn.experiments.compare_kernels`).
+
     Parameters
     ----------
     kernel : str, callable or AttentionKernel
@@ -457,7 +510,8 @@ def get_kernel(kernel, **params) -> AttentionKernel:
         should be increasing and finite), or an already built kernel (returned
         unchanged when no params are given).
     **params
-        Kernel parameters: ``degree`` (float > 0, default 1) for ``poly``;
+        Kernel parameters: ``degree`` (float > 0, default 1, or ``"learn"``)
+        for ``poly``;
         ``threshold`` (real, default 0) and ``degree`` (float > 0, default 1)
         for ``compact``.
 
@@ -496,7 +550,7 @@ def get_kernel(kernel, **params) -> AttentionKernel:
         if kernel not in _REGISTRY:
             raise ValueError(
                 f"Unknown attention kernel {kernel!r}. Valid choices are "
-                f"{', '.join(repr(k) for k in KERNEL_NAMES + SPARSE_KERNEL_NAMES)}, or a callable g(s) "
+                f"{', '.join(repr(k) for k in (*KERNEL_NAMES, *SPARSE_KERNEL_NAMES, 'learned_poly'))}, or a callable g(s) "
                 "returning log-weights."
             )
         builder, accepted = _REGISTRY[kernel]
