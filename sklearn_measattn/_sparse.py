@@ -37,6 +37,9 @@ def sparsemax_weights(scores, log_weights=None):
     reference); the chunked backend uses :func:`sparsemax_score_grad`.
     """
     a = _point_weights(scores, log_weights).expand_as(scores)
+    # Sparsemax is shift invariant; measured from the row's top, the threshold keeps its resolution
+    # (at |s| ~ 1e10 in float32, s - 1/a would round to s and every weight to 0).
+    scores = scores - scores.detach().amax(dim=-1, keepdim=True)
     sorted_scores, order = torch.sort(scores, dim=-1, descending=True)
     sorted_a = torch.gather(a, -1, order)
     mass = torch.cumsum(sorted_a, dim=-1)
@@ -57,7 +60,8 @@ def sparsemax_score_grad(weights, grad_weights, log_weights=None):
     """
     a = _point_weights(weights, log_weights)
     support = torch.where(weights > 0, a.expand_as(weights), torch.zeros_like(weights))
-    mean = (support * grad_weights).sum(dim=-1, keepdim=True) / support.sum(dim=-1, keepdim=True)
+    mass = torch.clamp(support.sum(dim=-1, keepdim=True), min=torch.finfo(weights.dtype).tiny)
+    mean = (support * grad_weights).sum(dim=-1, keepdim=True) / mass
     return support * (grad_weights - mean)
 
 

@@ -187,3 +187,14 @@ def test_diagnose_lists_bounded_support_kernels_with_their_divergence_rule_but_r
     assert "sparsemax (bounded support)" in text and "compact (bounded support)" in text
     only_sparse = diagnose_measures(rng.normal(size=(8, 64, 2)), kernels=["compact", "sparsemax"])
     assert only_sparse.kernel in SPARSE_KERNEL_NAMES
+
+
+def test_sparsemax_keeps_its_weights_at_huge_scores_in_float32():
+    scores = torch.tensor([[1e10, 1e10 - 4096.0, -3e10, 5.0]], dtype=torch.float32)
+    weights = get_kernel("sparsemax").normalizer(scores, None)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(1))
+    assert weights[0, 0] > 0 and weights[0, 2] == 0
+    q, k, v = (t.float().requires_grad_(True) for t in _qkv())
+    out = kernel_attention(q * 1e5, k * 1e5, v, "sparsemax", backend="chunked")
+    grads = torch.autograd.grad(out.sum(), (q, k, v))
+    assert all(bool(torch.isfinite(g).all()) for g in grads)
