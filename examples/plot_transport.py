@@ -34,7 +34,7 @@ model = MeasureTransformerRegressor(
 
 # %%
 # A grid of query points, transported by the map of one held-out measure
-# ---------------------------------------------------------------------
+# ----------------------------------------------------------------------
 #
 # ``points`` holds one set of query points per context measure; here one
 # measure and a 21 x 21 grid (441 points, many more than the 48 context points).
@@ -62,7 +62,7 @@ plt.show()
 
 # %%
 # Input, target and predicted ensembles with MeasureDisplay
-# --------------------------------------------------------
+# ---------------------------------------------------------
 #
 # ``from_estimator`` predicts the chosen measures and draws them; the target and
 # predicted panels of a row share their limits, so a prediction that is too
