@@ -120,3 +120,13 @@ def test_the_learned_poly_name_runs_in_compare_like_the_other_kernels():
                            epochs=1, d_model=8, n_heads=2, n_layers=1)
     fit = next(row for row in rows if row["kernel"] == "learned_poly")
     assert fit["status"] == "ok" and 0 < fit["attention_ess"] <= 1
+
+
+def test_diagnose_lists_the_learnt_degree_kernel_with_an_unknown_divergence_rule():
+    from sklearn_measattn.experiments import diagnose_measures
+
+    X = np.random.default_rng(0).standard_cauchy(size=(8, 64, 2))
+    rows = {k["kernel"]: k for k in diagnose_measures(X, kernels=["log", "learned_poly"]).kernels}
+    learnt = rows["poly"]  # the kernel's own name; its degree is known only after a fit
+    assert learnt["min_tail_index"] is None and learnt["integrals"] == "unknown"
+    assert 0 < learnt["ess_none"] <= 1
