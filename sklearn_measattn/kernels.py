@@ -34,7 +34,7 @@ class AttentionKernel:
     ----------
     name : str
         Registry name (``"softmax"``, ``"poly"``, ``"log"``, ``"sigmoid"``,
-        ``"softplus"``, ``"compact"``, ``"sparsemax"``) or the callable's ``__name__`` for user kernels.
+        ``"softplus"``, ``"compact"``, ``"sparsemax"``, ``"learned_poly"``) or the callable's ``__name__`` for user kernels.
     log_weight : callable
         Elementwise ``g``: maps a tensor of scores to a tensor of the same shape.
     params : dict
@@ -372,7 +372,7 @@ def _build_poly(degree=1.0):
         # holding this kernel owns the learnt degrees and computes with them.
         initial = _LEARNED_DEGREE_INITIAL
         return AttentionKernel(
-            "poly", _PolyLogWeight(initial), {"degree": "learn"}, "polynomial", None, _PolyDerivative(initial),
+            "learned_poly", _PolyLogWeight(initial), {"degree": "learn"}, "polynomial", None, _PolyDerivative(initial),
             None, "full", ("chunked", "naive"),
         )
     degree = _check_degree(degree)
@@ -499,9 +499,9 @@ def get_kernel(kernel, **params) -> AttentionKernel:
     network learns, one per layer and head (see
     :class:`~sklearn_measattn.transformer.KernelMultiheadAttention`); it has
     ``min_tail_index=None`` (unknown until learnt) and, on its own, describes
-    the kernel at its initial degree 1. ``get_kernel("learned_poly")`` is the
-    same kernel under a name of its own, for tools that take kernel names only
-    (:func:`~sklearn_measattn.experiments.compare_kernels`).
+    the kernel at its initial degree 1. Its name is ``"learned_poly"``, and
+    ``get_kernel("learned_poly")`` builds the same kernel, for tools that take
+    kernel names only (:func:`~sklearn_measattn.experiments.compare_kernels`).
 
     Parameters
     ----------

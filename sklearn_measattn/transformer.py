@@ -102,7 +102,7 @@ class KernelMultiheadAttention(nn.Module):
             return self._kernel
         degree = self.degree().detach().cpu()[:, None, None]
         return AttentionKernel(
-            "poly", _PolyLogWeight(degree), {"degree": "learn"}, "polynomial", None, _PolyDerivative(degree),
+            self._kernel.name, _PolyLogWeight(degree), {"degree": "learn"}, "polynomial", None, _PolyDerivative(degree),
             None, "full", self._kernel.backends,
         )
 

@@ -115,7 +115,8 @@ def test_the_learned_poly_name_runs_in_compare_like_the_other_kernels():
     from sklearn_measattn.experiments import compare_kernels
 
     kernel = get_kernel("learned_poly")
-    assert kernel.name == "poly" and kernel.params == {"degree": "learn"}
+    assert kernel.name == "learned_poly" and kernel.params == {"degree": "learn"}
+    assert get_kernel("poly", degree="learn").name == "learned_poly"
     rows = compare_kernels(kernels=["learned_poly"], transforms=[None], n_samples=8, n_points=16, n_test=4,
                            epochs=1, d_model=8, n_heads=2, n_layers=1)
     fit = next(row for row in rows if row["kernel"] == "learned_poly")
@@ -127,6 +128,6 @@ def test_diagnose_lists_the_learnt_degree_kernel_with_an_unknown_divergence_rule
 
     X = np.random.default_rng(0).standard_cauchy(size=(8, 64, 2))
     rows = {k["kernel"]: k for k in diagnose_measures(X, kernels=["log", "learned_poly"]).kernels}
-    learnt = rows["poly"]  # the kernel's own name; its degree is known only after a fit
+    learnt = rows["learned_poly"]  # its degree, hence where its integrals diverge, is known only after a fit
     assert learnt["min_tail_index"] is None and learnt["integrals"] == "unknown"
     assert 0 < learnt["ess_none"] <= 1
