@@ -131,3 +131,14 @@ def test_diagnose_lists_the_learnt_degree_kernel_with_an_unknown_divergence_rule
     learnt = rows["learned_poly"]  # its degree, hence where its integrals diverge, is known only after a fit
     assert learnt["min_tail_index"] is None and learnt["integrals"] == "unknown"
     assert 0 < learnt["ess_none"] <= 1
+
+
+def test_a_layer_pickled_with_the_kernel_as_a_plain_attribute_still_loads():
+    layer = KernelMultiheadAttention(8, 2, kernel="log")
+    state = layer.__getstate__()
+    state["kernel"] = state.pop("_kernel")  # the layout before the kernel became a property
+    restored = KernelMultiheadAttention.__new__(KernelMultiheadAttention)
+    restored.__setstate__(state)
+    assert restored.kernel is layer.kernel and restored.degree() is None
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(restored(x), layer(x))
