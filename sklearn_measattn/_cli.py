@@ -20,7 +20,11 @@ import sys
 from ._cli_commands import run_compare, run_diagnose, run_ess
 from ._cli_model import add_fit_parser, add_predict_parser, run_fit, run_predict
 from .datasets import BENCHMARK_NAMES, TAILS
-from .kernels import KERNEL_NAMES
+from .kernels import KERNEL_NAMES, SPARSE_KERNEL_NAMES
+
+#: Every kernel the command line takes by name: full support, bounded support, and the poly kernel whose
+#: degree is learnt.
+ALL_KERNEL_NAMES = (*KERNEL_NAMES, *SPARSE_KERNEL_NAMES, "learned_poly")
 
 __all__ = ["main", "build_parser"]
 
@@ -153,8 +157,9 @@ def _add_compare(sub):
                        help=f"points per measure (default {d['n_points']})")
     bench.add_argument("--n-test", type=_positive_int, default=None,
                        help=f"held-out measures, >= 3 (default {d['n_test']})")
-    cmp_.add_argument("--kernels", nargs="+", choices=KERNEL_NAMES, default=list(DEFAULT_KERNELS), metavar="KERNEL",
-                      help=f"attention kernels, from {', '.join(KERNEL_NAMES)} (default: {' '.join(DEFAULT_KERNELS)})")
+    cmp_.add_argument("--kernels", nargs="+", choices=ALL_KERNEL_NAMES, default=list(DEFAULT_KERNELS),
+                      metavar="KERNEL",
+                      help=f"attention kernels, from {', '.join(ALL_KERNEL_NAMES)} (default: {' '.join(DEFAULT_KERNELS)})")
     cmp_.add_argument("--transforms", nargs="+", choices=TRANSFORMS, default=list(TRANSFORMS),
                       metavar="TRANSFORM", help="data transforms: none, symlog (default: both)")
     cmp_.add_argument("--epochs", type=_positive_int, default=None, help=f"training epochs (default {d['epochs']})")
@@ -203,8 +208,8 @@ def _add_diagnose(sub):
     diag.add_argument("--group-column", default=None, metavar="COLUMN",
                       help="for CSV/TSV tables: the column naming each point's measure (default: measure)")
     _add_loader_options(diag)
-    diag.add_argument("--kernels", nargs="+", choices=KERNEL_NAMES, default=list(KERNEL_NAMES), metavar="KERNEL",
-                      help=f"kernels to assess (default: all of {', '.join(KERNEL_NAMES)})")
+    diag.add_argument("--kernels", nargs="+", choices=ALL_KERNEL_NAMES, default=list(KERNEL_NAMES), metavar="KERNEL",
+                      help=f"kernels to assess, from {', '.join(ALL_KERNEL_NAMES)} (default: {' '.join(KERNEL_NAMES)})")
     diag.add_argument("--n-tail", default="sqrt", metavar="K",
                       help="order statistics of the tail estimate: sqrt (square root of the number of points), "
                            "a count, or a fraction such as 0.05 (default: sqrt)")
@@ -227,7 +232,8 @@ def _add_ess(sub):
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    ess.add_argument("--kernels", nargs="+", choices=KERNEL_NAMES, default=list(DEFAULT_KERNELS), metavar="KERNEL")
+    ess.add_argument("--kernels", nargs="+", choices=(*KERNEL_NAMES, *SPARSE_KERNEL_NAMES), default=list(DEFAULT_KERNELS),
+                     metavar="KERNEL")
     ess.add_argument("--tails", nargs="+", choices=TAILS, default=list(TAILS), metavar="TAIL")
     ess.add_argument("--tail-index", type=_positive_float, default=1.5)
     ess.add_argument("--n-points", nargs="+", type=_positive_int, default=[64, 256, 1024, 4096], metavar="N")

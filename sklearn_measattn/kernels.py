@@ -473,17 +473,17 @@ SPARSE_KERNEL_NAMES = ("compact", "sparsemax")
 def get_kernel(kernel, **params) -> AttentionKernel:
     """Return the :class:`AttentionKernel` for a name, a callable or a kernel.
 
-    ============  ==============================  ============  ===========================
-    name          kappa(s), s >= 0 (e^s if s<0)   growth        integrates tails alpha >
-    ============  ==============================  ============  ===========================
-    ``softmax``   e^s                             exponential   none (diverges for all)
-    ``poly``      (1 + s/p)^p                     polynomial    p + 1
-    ``log``       1 + log(1 + s)                  logarithmic   1
-    ``sigmoid``   sigmoid(s) (all s)              bounded       1
-    ``softplus``  log(1 + e^s) (all s)            linear        2
-    ``compact``   (s - t)_+^p, 0 below t (all s)  polynomial    p + 1
-    ``sparsemax`` a_j (s - tau_i)_+ (all s)       linear        2
-    ============  ==============================  ============  ===========================
+    =============  ==============================  ============  ===========================
+    name           kappa(s), s >= 0 (e^s if s<0)   growth        integrates tails alpha >
+    =============  ==============================  ============  ===========================
+    ``softmax``    e^s                             exponential   none (diverges for all)
+    ``poly``       (1 + s/p)^p                     polynomial    p + 1
+    ``log``        1 + log(1 + s)                  logarithmic   1
+    ``sigmoid``    sigmoid(s) (all s)              bounded       1
+    ``softplus``   log(1 + e^s) (all s)            linear        2
+    ``compact``    (s - t)_+^p, 0 below t (all s)  polynomial    p + 1
+    ``sparsemax``  a_j (s - tau_i)_+ (all s)       linear        2
+    =============  ==============================  ============  ===========================
 
     The last column is the tail index above which the attention integral
     ``int kappa(<q, k(y)>) v(y) dmu(y)`` converges when keys and values are linear

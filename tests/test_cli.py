@@ -440,3 +440,15 @@ def test_diagnose_names_table_columns_and_reports_differing_tails(tmp_path, caps
     same = _long_csv(tmp_path / "same.csv", heavy, [f"m{i}" for i in range(20)], columns=("speed", "angle"))
     assert main(["diagnose", str(same), "--kernels", "log"]) == 0
     assert "tails differ" not in capsys.readouterr().out
+
+
+def test_compare_and_ess_take_bounded_support_and_learnt_degree_kernels(tmp_path, capsys):
+    out_csv = tmp_path / "r.csv"
+    assert main(["compare", "--quick", "--quiet", "--kernels", "compact", "learned_poly", "--transforms", "symlog",
+                 "--out", str(out_csv)]) == 0
+    with open(out_csv) as handle:
+        kernels = [r["kernel"] for r in csv.DictReader(handle) if r["kernel"] not in REFERENCE_NAMES]
+    assert kernels == ["compact", "learned_poly"]
+    assert main(["ess", "--kernels", "sparsemax", "--n-points", "16", "--tails", "gaussian"]) == 0
+    assert "sparsemax" in capsys.readouterr().out
+    assert _exit_code(["ess", "--kernels", "learned_poly"]) == 2  # a random projection has no learnt degree

@@ -12,9 +12,12 @@ from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.preprocessing import SymlogTransformer
 from sklearn_measattn.transformer import MeasureTransformer
 
-# Every backend that runs on the CPU (flex runs forward only there; transport is
-# forward only). sdpa computes softmax attention only.
-CPU_BACKENDS = [("naive", "log"), ("chunked", "log"), ("fused", "sigmoid"), ("sdpa", "softmax"), ("flex", "log")]
+# Every backend that runs on the CPU. sdpa computes softmax attention only. flex is
+# the CUDA backend; on the CPU (forward only) torch 2.13's compiler fails to build
+# its kernel for some query counts that differ from the key count (an undeclared
+# `cur_qSplitSize2` in the generated C++, depending on the sizes and thread count),
+# which is what transport asks for, so it is not among them.
+CPU_BACKENDS = [("naive", "log"), ("chunked", "log"), ("fused", "sigmoid"), ("sdpa", "softmax")]
 TRAINABLE_CPU_BACKENDS = [case for case in CPU_BACKENDS if case[0] != "flex"]
 ATOL = 2e-5  # float32 rounding of a different grouping of the same sums
 
