@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import check_float32_range, transform_points
-from ._validation import check_measures, check_n_features, check_positive
+from ._inference import batches, evaluation, network_inputs, normalized_point_weights
+from ._validation import check_positive
 
 __all__ = ["mean_pairwise_cosine", "trained_hidden_similarity"]
 
@@ -44,39 +44,22 @@ def trained_hidden_similarity(model, X, *, batch_size=None):
     """
     check_is_fitted(model, "net_")
     batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
-    X, x_weights = check_measures(X, input_name="X")
-    check_n_features(X, model.n_features_in_)
-    X_model = transform_points(model.transform_X_, X, "transform")
-    check_float32_range(X_model, "X", model.transform)
-    weights = np.ones(X.shape[:2]) if x_weights is None else x_weights.astype(np.float64)
-    weights = weights / weights.sum(axis=1, keepdims=True)
-    module = model.net_.module_
-    device = model.device_
+    X, x_weights, X_model = network_inputs(model, X)
+    weights = normalized_point_weights(X, x_weights)
     out = []
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, X.shape[0], batch_size):
-                stop = min(start + batch_size, X.shape[0])
-                xb = torch.as_tensor(X_model[start:stop], dtype=torch.float32, device=device)
-                wb = None if x_weights is None else torch.as_tensor(
-                    x_weights[start:stop], dtype=torch.float32, device=device
-                )
-                a = torch.as_tensor(weights[start:stop], dtype=torch.float64)
-                states = module.hidden_states(xb, wb)
-                depth = []
-                for layer, hidden in enumerate(states):
-                    hidden = hidden.double().cpu()
-                    if not bool(torch.isfinite(hidden).all()):
-                        where = "the embedding" if layer == 0 else f"block {layer - 1}"
-                        raise FloatingPointError(
-                            f"The hidden states after {where} overflowed float32 on measures {start}..{stop - 1}, "
-                            "so their similarity is undefined. Train with transform='symlog' so that the "
-                            "network sees a logarithmic scale."
-                        )
-                    depth.append(mean_pairwise_cosine(hidden, a))
-                out.append(torch.stack(depth, dim=1).numpy())
-    finally:
-        module.train(was_training)
+    with evaluation(model) as module:
+        for start, stop, (xb, wb) in batches(model, batch_size, X_model, x_weights):
+            a = torch.as_tensor(weights[start:stop], dtype=torch.float64)
+            depth = []
+            for layer, hidden in enumerate(module.hidden_states(xb, wb)):
+                hidden = hidden.double().cpu()
+                if not bool(torch.isfinite(hidden).all()):
+                    where = "the embedding" if layer == 0 else f"block {layer - 1}"
+                    raise FloatingPointError(
+                        f"The hidden states after {where} overflowed float32 on measures {start}..{stop - 1}, "
+                        "so their similarity is undefined. Train with transform='symlog' so that the "
+                        "network sees a logarithmic scale."
+                    )
+                depth.append(mean_pairwise_cosine(hidden, a))
+            out.append(torch.stack(depth, dim=1).numpy())
     return np.concatenate(out)

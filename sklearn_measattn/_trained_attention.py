@@ -15,8 +15,8 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._training import check_float32_range, transform_points
-from ._validation import check_measures, check_n_features, check_positive, is_ragged
+from ._inference import batches, evaluation, network_inputs, normalized_point_weights
+from ._validation import check_positive, is_ragged
 from .attention import _attention_weight_blocks
 from .metrics._diagnostics import _query_ess_fractions
 
@@ -79,35 +79,20 @@ def _attention_inputs(model, X, layer, batch_size):
     if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer in [0, {n_layers}) for this {n_layers}-block model, got {layer!r}.")
     batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
-    X, x_weights = check_measures(X, input_name="X")
-    check_n_features(X, model.n_features_in_)
-    X_model = transform_points(model.transform_X_, X, "transform")
-    check_float32_range(X_model, "X", model.transform)
-    weights = np.ones(X.shape[:2]) if x_weights is None else x_weights.astype(np.float64)
-    weights = weights / weights.sum(axis=1, keepdims=True)
-    device = model.device_
+    X, x_weights, X_model = network_inputs(model, X)
+    weights = normalized_point_weights(X, x_weights)
     attention = module.blocks[layer].attention
 
-    def batches():
-        was_training = module.training
-        module.eval()
-        try:
-            with torch.no_grad():
-                for start in range(0, X.shape[0], batch_size):
-                    stop = min(start + batch_size, X.shape[0])
-                    xb = torch.as_tensor(X_model[start:stop], dtype=torch.float32, device=device)
-                    wb = None if x_weights is None else torch.as_tensor(
-                        x_weights[start:stop], dtype=torch.float32, device=device
+    def attention_batches():
+        with evaluation(model):
+            for start, stop, (xb, wb) in batches(model, batch_size, X_model, x_weights):
+                q, k, _ = module.attention_inputs(xb, wb, layer=int(layer))
+                if not (bool(torch.isfinite(q).all()) and bool(torch.isfinite(k).all())):
+                    raise FloatingPointError(
+                        f"The queries or keys of layer {layer} overflowed float32 on measures "
+                        f"{start}..{stop - 1}, so their attention weights are undefined. Train "
+                        "with transform='symlog' so that the network sees a logarithmic scale."
                     )
-                    q, k, _ = module.attention_inputs(xb, wb, layer=int(layer))
-                    if not (bool(torch.isfinite(q).all()) and bool(torch.isfinite(k).all())):
-                        raise FloatingPointError(
-                            f"The queries or keys of layer {layer} overflowed float32 on measures "
-                            f"{start}..{stop - 1}, so their attention weights are undefined. Train "
-                            "with transform='symlog' so that the network sees a logarithmic scale."
-                        )
-                    yield q.double().cpu(), k.double().cpu(), weights[start:stop]
-        finally:
-            module.train(was_training)
+                yield q.double().cpu(), k.double().cpu(), weights[start:stop]
 
-    return batches(), attention.n_heads, attention.kernel
+    return attention_batches(), attention.n_heads, attention.kernel

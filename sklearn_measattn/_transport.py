@@ -10,9 +10,9 @@ transform is inverted on the images.
 from __future__ import annotations
 
 import numpy as np
-import torch
 from sklearn.utils.validation import check_is_fitted
 
+from ._inference import batches, evaluation
 from ._training import check_float32_range, transform_points
 from ._validation import check_measures, check_n_features, check_positive, is_ragged
 
@@ -55,23 +55,10 @@ def transport_points(model, X, points, *, batch_size=None):
     See :meth:`sklearn_measattn.MeasureTransformerRegressor.transport`.
     """
     X_model, x_weights, Z_model, lengths, batch_size = check_transport_inputs(model, X, points, batch_size)
-    module = model.net_.module_
-    device = model.device_
     out = []
-    was_training = module.training
-    module.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, X_model.shape[0], batch_size):
-                stop = min(start + batch_size, X_model.shape[0])
-                xb = torch.as_tensor(X_model[start:stop], dtype=torch.float32, device=device)
-                zb = torch.as_tensor(Z_model[start:stop], dtype=torch.float32, device=device)
-                wb = None if x_weights is None else torch.as_tensor(
-                    x_weights[start:stop], dtype=torch.float32, device=device
-                )
-                out.append(module.transport(xb, zb, wb).cpu().numpy().astype(np.float64))
-    finally:
-        module.train(was_training)
+    with evaluation(model) as module:
+        for _, _, (xb, zb, wb) in batches(model, batch_size, X_model, Z_model, x_weights):
+            out.append(module.transport(xb, zb, wb).cpu().numpy().astype(np.float64))
     y_model = np.concatenate(out)
     if not np.all(np.isfinite(y_model)):
         raise FloatingPointError(

@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._distributed import broadcast_seed, check_same_data, distributed_device
 from ._hidden_similarity import trained_hidden_similarity
+from ._inference import network_inputs
 from ._persistence import VersionStampMixin
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
@@ -591,10 +592,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         """
         check_is_fitted(self, "net_")
         ragged = is_ragged(X)
-        X, x_weights = check_measures(X, input_name="X")
-        check_n_features(X, self.n_features_in_)
-        X_model = transform_points(self.transform_X_, X, "transform")
-        check_float32_range(X_model, "X", self.transform)
+        X, x_weights, X_model = network_inputs(self, X)
         with torch.no_grad():
             y_model = self.net_.predict(as_batch(X_model, x_weights, None)).astype(np.float64)
         if not np.all(np.isfinite(y_model)):
