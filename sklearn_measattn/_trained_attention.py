@@ -17,8 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._inference import batches, evaluation, network_inputs, normalized_point_weights
 from ._validation import check_positive, is_ragged
-from .attention import _attention_weight_blocks
-from .metrics._diagnostics import _query_ess_fractions
+from .attention import attention_weight_blocks, query_ess_fractions
 
 _MAX_WEIGHT_BYTES = 2**31
 
@@ -36,7 +35,7 @@ def trained_attention_ess(model, X, *, layer=0, max_queries=None, random_state=0
                 queries = np.sort(rng.choice(queries, max_queries, replace=False))
             a_i = torch.as_tensor(a[i], dtype=torch.float64)
             queries = torch.as_tensor(queries)
-            fractions = _query_ess_fractions(q[i][:, queries], k[i], kernel, a_i)  # (heads, n_queries drawn)
+            fractions = query_ess_fractions(q[i][:, queries], k[i], kernel, a_i)  # (heads, n_queries drawn)
             query_weights = a_i[queries]
             out.append(((fractions * query_weights).sum(dim=-1) / query_weights.sum()).numpy())
     return np.stack(out).reshape(-1, n_heads)
@@ -60,7 +59,7 @@ def trained_attention_weights(model, X, *, layer=0, batch_size=None):
     blocks = []
     for q, k, a in batches:
         log_a = torch.log(torch.as_tensor(a, dtype=torch.float64))
-        blocks.append(torch.cat([w for _, _, w in _attention_weight_blocks(q, k, kernel, log_a)], dim=2))
+        blocks.append(torch.cat([w for _, _, w in attention_weight_blocks(q, k, kernel, log_a)], dim=2))
     weights = torch.cat(blocks).numpy()
     if ragged:
         lengths = [np.shape(m)[0] for m in X]

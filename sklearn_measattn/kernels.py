@@ -133,6 +133,31 @@ class AttentionKernel:
         """
         return self.log_weight is _g_softmax
 
+    @property
+    def learns_degree(self) -> bool:
+        """Whether this is the poly kernel whose degree the network learns (``degree="learn"``)."""
+        return isinstance(self.params, dict) and self.params.get("degree") == "learn"
+
+    @property
+    def builtin_form(self):
+        """``(name, parameter)`` of a built-in ``g`` with a fixed parameter, else ``None``.
+
+        ``("softmax", 1.0)``, ``("poly", degree)``, ``("log", 1.0)``,
+        ``("sigmoid", 1.0)`` or ``("softplus", 1.0)``; ``None`` for user
+        callables, bounded-support kernels and a degree held in a tensor. Decided
+        by the identity of ``log_weight``, so a kernel built by hand with a
+        built-in name but its own ``g`` is not mistaken for the built-in. Backends
+        with closed-form code per kernel (the fused CPU kernels) run these only.
+        """
+        log_weight = self.log_weight
+        if isinstance(log_weight, _PolyLogWeight):
+            if self.learns_degree or isinstance(log_weight.degree, torch.Tensor):
+                return None
+            return "poly", float(log_weight.degree)
+        names = {_g_softmax: "softmax", _g_log: "log", _g_sigmoid: "sigmoid", _g_softplus: "softplus"}
+        name = names.get(log_weight)
+        return None if name is None else (name, 1.0)
+
 
 def _probe_log_weight(g, name):
     """Call a user log-weight once on a small tensor of scores and say what is wrong.
@@ -196,6 +221,10 @@ class _PolyLogWeight:
         # passes the gradient on its boundary, relu does not.
         positive = F.relu(s)
         return (s - positive) + self.degree * torch.log1p(positive / self.degree)
+
+    def head(self, index):
+        """``g`` at the degree of head ``index`` when the degree is a tensor with one entry per head."""
+        return _PolyLogWeight(self.degree.reshape(-1)[index])
 
     def __repr__(self):
         if isinstance(self.degree, torch.Tensor):
@@ -309,7 +338,10 @@ _DEGREE_RANGE = (1e-3, 1e3)
 _BUILTIN_LOG_WEIGHTS = (_g_softmax, _g_log, _g_sigmoid, _g_softplus)
 _BUILTIN_LOG_WEIGHT_TYPES = (_PolyLogWeight, _CompactLogWeight, _SparsemaxLogWeight)
 #: Backends that run the bounded-support kernels (one rule for queries outside the support).
-_BOUNDED_BACKENDS = ("chunked", "naive")
+# Bounded support: the fused CPU kernels and SDPA have no -inf weights; sparsemax's
+# threshold per query is not an elementwise score_mod, so FlexAttention runs compact only.
+_COMPACT_BACKENDS = ("flex", "chunked", "naive")
+_SPARSEMAX_BACKENDS = ("chunked", "naive")
 
 
 def _check_degree(degree):
@@ -356,9 +388,17 @@ def _learned_degree_raw(degree):
     return math.log(math.expm1(degree - low))
 
 
-def _is_learned(kernel):
-    """Whether ``kernel`` is a poly kernel whose degree the network learns."""
-    return kernel.params.get("degree") == "learn" if isinstance(kernel.params, dict) else False
+def _poly_at_degree(kernel, degree):
+    """The learnt-degree ``kernel`` at ``degree``, a tensor of shape ``(n_heads, 1, 1)``.
+
+    Its ``log_weight`` broadcasts over ``(batch, n_heads, n_queries, n_keys)``
+    scores; a degree that requires a gradient makes the backends that cannot
+    differentiate a kernel's parameters step aside.
+    """
+    return AttentionKernel(
+        kernel.name, _PolyLogWeight(degree), {"degree": "learn"}, "polynomial", None, _PolyDerivative(degree),
+        None, "full", kernel.backends,
+    )
 
 
 def _build_poly(degree=1.0):
@@ -373,7 +413,7 @@ def _build_poly(degree=1.0):
         initial = _LEARNED_DEGREE_INITIAL
         return AttentionKernel(
             "learned_poly", _PolyLogWeight(initial), {"degree": "learn"}, "polynomial", None, _PolyDerivative(initial),
-            None, "full", ("chunked", "naive"),
+            None, "full", ("flex", "chunked", "naive"),
         )
     degree = _check_degree(degree)
     # Integer degrees up to 4 get the one-exp factorisation (1 + r/p)^p by
@@ -417,7 +457,7 @@ def _build_compact(threshold=0.0, degree=1.0):
         raise ValueError(f"compact kernel: degree must be in [{low:g}, {high:g}], got {degree!r}.")
     return AttentionKernel(
         "compact", _CompactLogWeight(threshold, degree), {"threshold": threshold, "degree": degree},
-        "polynomial", degree + 1.0, _CompactDerivative(threshold, degree), None, "bounded", _BOUNDED_BACKENDS,
+        "polynomial", degree + 1.0, _CompactDerivative(threshold, degree), None, "bounded", _COMPACT_BACKENDS,
     )
 
 
@@ -425,31 +465,9 @@ def _build_sparsemax():
     from ._sparse import sparsemax_weights
 
     return AttentionKernel(
-        "sparsemax", _SparsemaxLogWeight(), {}, "linear", 2.0, None, None, "bounded", _BOUNDED_BACKENDS,
+        "sparsemax", _SparsemaxLogWeight(), {}, "linear", 2.0, None, None, "bounded", _SPARSEMAX_BACKENDS,
         sparsemax_weights,
     )
-
-
-def _fused_kind(kernel):
-    """``(kind, parameter)`` of a built-in kernel for the fused CPU backend, or
-    ``None`` for kernels it cannot run (user callables). Decided by the identity
-    of ``log_weight``, so an ``AttentionKernel`` built by hand with a built-in
-    name but its own ``g`` is not mistaken for the built-in."""
-    from . import _fused
-
-    log_weight = kernel.log_weight
-    if log_weight is _g_softmax:
-        return _fused.KIND_SOFTMAX, 1.0
-    if isinstance(log_weight, _PolyLogWeight):
-        if _is_learned(kernel) or isinstance(log_weight.degree, torch.Tensor):
-            return None
-        degree = float(log_weight.degree)
-        if degree in (1.0, 2.0, 3.0, 4.0):
-            return _fused.KIND_POLY_INT, degree
-        return _fused.KIND_POLY_REAL, degree
-    simple = {_g_log: _fused.KIND_LOG, _g_sigmoid: _fused.KIND_SIGMOID, _g_softplus: _fused.KIND_SOFTPLUS}
-    kind = simple.get(log_weight)
-    return None if kind is None else (kind, 1.0)
 
 
 _REGISTRY = {

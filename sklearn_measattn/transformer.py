@@ -9,19 +9,9 @@ import numbers
 import torch
 from torch import nn
 
-from ._attention_learned import learned_poly_attention
 from ._validation import check_positive
-from .attention import BACKENDS, _dispatch, _guard_large_scores, resolve_backend
-from .kernels import (
-    _LEARNED_DEGREE_INITIAL,
-    AttentionKernel,
-    _is_learned,
-    _learned_degree,
-    _learned_degree_raw,
-    _PolyDerivative,
-    _PolyLogWeight,
-    get_kernel,
-)
+from .attention import BACKENDS, resolve_backend, run_attention
+from .kernels import _LEARNED_DEGREE_INITIAL, _learned_degree, _learned_degree_raw, _poly_at_degree, get_kernel
 
 __all__ = ["KernelMultiheadAttention", "MeasureTransformer"]
 
@@ -86,7 +76,7 @@ class KernelMultiheadAttention(nn.Module):
         self.backend = backend
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
-        if _is_learned(self._kernel):
+        if self._kernel.learns_degree:
             self.degree_raw = nn.Parameter(torch.full((n_heads,), _learned_degree_raw(_LEARNED_DEGREE_INITIAL)))
         self._resolved_backends = {}
 
@@ -98,13 +88,9 @@ class KernelMultiheadAttention(nn.Module):
         shape ``(n_heads, 1, 1)`` on the CPU, so that its ``log_weight``
         applies per head to ``(batch, n_heads, n_queries, n_keys)`` scores.
         """
-        if not _is_learned(self._kernel) or "degree_raw" not in self._parameters:
+        if not self._kernel.learns_degree or "degree_raw" not in self._parameters:
             return self._kernel
-        degree = self.degree().detach().cpu()[:, None, None]
-        return AttentionKernel(
-            self._kernel.name, _PolyLogWeight(degree), {"degree": "learn"}, "polynomial", None, _PolyDerivative(degree),
-            None, "full", self._kernel.backends,
-        )
+        return _poly_at_degree(self._kernel, self.degree().detach().cpu()[:, None, None])
 
     @kernel.setter
     def kernel(self, kernel):
@@ -148,12 +134,10 @@ class KernelMultiheadAttention(nn.Module):
         if n_keys is not None:
             k, v = k[:, :, :n_keys], v[:, :, :n_keys]
         backend = self.resolve_backend(device=x.device, dtype=x.dtype)
-        if "degree_raw" in self._parameters:
-            out = learned_poly_attention(q, k, v, self.degree(), log_weights, naive=backend == "naive")
-            return self.out_proj(out.transpose(1, 2).reshape(batch, n_points, d_model))
-        if self.backend == "auto":
-            backend = _guard_large_scores(backend, q, k)
-        out = _dispatch(q, k, v, self._kernel, log_weights, backend)
+        kernel = self._kernel
+        if "degree_raw" in self._parameters:  # the learnt degrees, live: the gradient reaches them
+            kernel = _poly_at_degree(kernel, self.degree().to(q.dtype)[:, None, None])
+        out = run_attention(q, k, v, kernel, log_weights, backend, auto=self.backend == "auto")
         return self.out_proj(out.transpose(1, 2).reshape(batch, n_points, d_model))
 
     def resolve_backend(self, *, device, dtype=torch.float32):

@@ -200,7 +200,7 @@ def test_flex_forward_on_cpu_compiles_once_per_bucket():
 def test_flex_block_mask_keeps_exactly_the_present_keys():
     """The block mask lists empty key tiles nowhere, full ones as unmasked and
     mixed ones as masked, and its dense form is the presence pattern."""
-    from sklearn_measattn._attention_flex import _key_block_mask
+    from sklearn_measattn.attention._flex import _key_block_mask
 
     present = torch.ones(2, 384, dtype=torch.bool)
     present[0, :128] = False  # tile 0 empty

@@ -85,9 +85,9 @@ def test_chunked_accepts_non_contiguous_inputs():
 
 
 def test_default_chunk_keeps_blocks_near_one_million_scores():
-    from sklearn_measattn.attention import _default_chunk
+    from sklearn_measattn.attention._chunked import default_chunk
 
     q = torch.empty(2, 4, 4096, 16)
-    chunk = _default_chunk(q, q)
+    chunk = default_chunk(q, q)
     assert 2 * 4 * chunk * 4096 <= 2**20 + 2 * 4 * 4096 and chunk >= 16
     assert math.isfinite(chunk)

@@ -58,7 +58,7 @@ def test_builds_on_a_machine_with_a_compiler():
 def test_matches_naive_float64(kernel, params, with_weights, monkeypatch):
     # Small tiles, so every path runs: several query and key tiles, partial
     # tiles at both ends, and the running-maximum rescale between key tiles.
-    monkeypatch.setattr(attention, "_FUSED_KEY_BLOCK", 16)
+    monkeypatch.setattr(attention._fused_cpu, "FUSED_KEY_BLOCK", 16)
     kernel = get_kernel(kernel, **params)
     q, k, v = make_inputs(d_value=5)
     weights = None

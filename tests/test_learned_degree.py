@@ -9,14 +9,19 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from sklearn_measattn import MeasureTransformerRegressor
-from sklearn_measattn._attention_learned import learned_poly_attention
-from sklearn_measattn.attention import kernel_attention
+from sklearn_measattn.attention import kernel_attention, run_attention
 from sklearn_measattn.datasets import make_matrix_inverse
-from sklearn_measattn.kernels import get_kernel
+from sklearn_measattn.kernels import _poly_at_degree, get_kernel
 from sklearn_measattn.transformer import KernelMultiheadAttention, MeasureTransformer
 
 LEARN = {"kernel": "poly", "kernel_params": {"degree": "learn"}}
 SMALL = dict(d_model=8, n_heads=2, n_layers=2, dim_feedforward=16, batch_size=4, random_state=0)
+
+
+def learned_poly_attention(q, k, v, degree, log_weights, backend, chunk_size=None):
+    """Attention with the learnt-degree kernel at ``degree`` (one per head), as the transformer runs it."""
+    kernel = _poly_at_degree(get_kernel("learned_poly"), degree[:, None, None])
+    return run_attention(q, k, v, kernel, log_weights, backend, chunk_size=chunk_size)
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +64,19 @@ def test_forward_equals_poly_attention_at_each_heads_degree_and_gradients_reach_
     degree = torch.tensor([0.5, 1.0, 3.7], dtype=torch.float64, requires_grad=True)
     weights = torch.ones(2, 20, dtype=torch.float64)
     weights[1, 15:] = 0.0
-    out = learned_poly_attention(q, k, v, degree, torch.log(weights), chunk_size=7)
+    out = learned_poly_attention(q, k, v, degree, torch.log(weights), "chunked", chunk_size=7)
     for h, p in enumerate(degree.tolist()):
         head = slice(h, h + 1)
         expected = kernel_attention(q[:, head], k[:, head], v[:, head], get_kernel("poly", degree=p), weights=weights,
                                     backend="naive")
         torch.testing.assert_close(out[:, h:h + 1], expected)
-    naive = learned_poly_attention(q, k, v, degree, torch.log(weights), naive=True)
+    naive = learned_poly_attention(q, k, v, degree, torch.log(weights), "naive")
     (grad_chunked,) = torch.autograd.grad(out.sum(), degree)
     (grad_naive,) = torch.autograd.grad(naive.sum(), degree)
     torch.testing.assert_close(grad_chunked, grad_naive)
     assert bool((grad_chunked != 0).all())
     assert torch.autograd.gradcheck(
-        lambda p, q: learned_poly_attention(q, k[:, :, :6], v[:, :, :6], p, chunk_size=2),
+        lambda p, q: learned_poly_attention(q, k[:, :, :6], v[:, :, :6], p, None, "chunked", chunk_size=2),
         (degree.detach().clone().requires_grad_(True), q[:, :, :5].clone().requires_grad_(True)),
     )
 

@@ -1,6 +1,7 @@
 """Bounded-support kernels: compact (a fixed threshold) and sparsemax (a threshold per query)."""
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -149,8 +150,13 @@ def test_auto_resolves_to_chunked_and_other_backends_refuse_clearly(name):
     assert resolve_backend("auto", kernel, cpu) == "chunked"
     assert resolve_backend("auto", kernel, torch.empty(0, device="meta")) == "chunked"  # any device
     for backend in ("sdpa", "flex", "fused"):
-        with pytest.raises(ValueError, match="runs on backend 'chunked' or 'naive' only"):
+        if backend in kernel.backends:  # flex runs the fixed-threshold kernel (compact), not sparsemax
+            assert resolve_backend(backend, kernel, cpu) == backend
+            continue
+        with pytest.raises(ValueError, match=f"runs on backend {' or '.join(map(repr, kernel.backends))} only"):
             resolve_backend(backend, kernel, cpu)
+    cuda = SimpleNamespace(device=torch.device("cuda"), dtype=torch.float32)  # only its device is read
+    assert resolve_backend("auto", kernel, cuda) == ("flex" if name == "compact" else "chunked")
     with pytest.raises(ValueError, match="attention_backend='fused' cannot run here"):
         MeasureTransformerRegressor(kernel=name, attention_backend="fused").fit(np.ones((3, 4, 2)), np.ones((3, 4, 2)))
 

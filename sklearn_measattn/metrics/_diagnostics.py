@@ -8,18 +8,17 @@ import warnings
 import numpy as np
 import torch
 from scipy.stats import rankdata
+from numbers import Integral
+
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_params
 
-from .._validation import (
-    _combine_weights,
-    check_measure_pair,
-    check_measures,
-    check_positive,
-)
-from ..attention import _attention_weight_blocks
+from .._validation import Choices, NumberInterval, check_measure_pair, check_measures, combine_weights
+from ..attention import query_ess_fractions
 from ..kernels import get_kernel
 from ._base import (
+    _MULTIOUTPUT,
     _aggregate,
     _log_spreads,
     _median_pairwise_distance,
@@ -29,6 +28,7 @@ from ._base import (
 )
 
 
+@validate_params({"multioutput": [_MULTIOUTPUT]}, prefer_skip_nested_validation=True)
 def spread_ratio(
     y_true,
     y_pred,
@@ -85,9 +85,7 @@ def spread_ratio(
     >>> spread_ratio(y_true, np.zeros((1, 3, 1)), multioutput="raw_values")
     array([0.])
     """
-    y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
-        y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
-    )
+    y_true, y_pred, w_true, w_pred, sw = _prepare(y_true, y_pred, weights_true, weights_pred, sample_weight)
     s_true = [_median_pairwise_distance(y_true[i], w_true[i]) for i in range(len(y_true))]
     s_pred = [_median_pairwise_distance(y_pred[i], w_pred[i]) for i in range(len(y_pred))]
     ratio = np.full(len(y_true), np.nan)
@@ -130,9 +128,7 @@ def _weighted_location(x, w):
     return np.array([_weighted_median(x[:, k], w) for k in range(x.shape[1])])
 
 
-_STATISTICS = ("scale", "location")
-
-
+@validate_params({"statistic": [Choices(("scale", "location"))]}, prefer_skip_nested_validation=True)
 def across_sample_correlation(
     y_true,
     y_pred,
@@ -190,10 +186,6 @@ def across_sample_correlation(
     >>> across_sample_correlation(y_true, np.broadcast_to(y_true[:1], y_true.shape))
     0.0
     """
-    if not isinstance(statistic, str) or statistic not in _STATISTICS:
-        raise ValueError(
-            f"statistic must be one of {', '.join(repr(s) for s in _STATISTICS)}, got {statistic!r}."
-        )
     y_true, y_pred, w_true, w_pred = check_measure_pair(
         y_true, y_pred, weights_true=weights_true, weights_pred=weights_pred
     )
@@ -251,24 +243,22 @@ def _check_scores_finite(q, k, sample):
         )
 
 
-def _query_ess_fractions(q, k, kernel, a):
-    """Attention ESS of each query of one measure, as a fraction of the measure's effective size.
-
-    The one definition of attention ESS, shared by :func:`attention_ess` (random
-    projections) and the fitted estimator's ``attention_ess``: with weights
-    ``w_ij = softmax_j(g(S_ij) + log a_j)``, ``ESS_i = 1 / sum_j w_ij^2``,
-    divided by ``1 / sum_j a_j^2``.
-
-    ``q`` is a ``(heads, n_queries, d_head)`` and ``k`` a ``(heads, n_keys,
-    d_head)`` float64 tensor; ``a`` the ``(n_keys,)`` point weights, summing to
-    1, 0 at absent points. Returns a ``(heads, n_queries)`` tensor.
-    """
-    log_a = torch.where(a > 0, torch.log(torch.clamp(a, min=1e-300)), torch.full_like(a, -math.inf))
-    blocks = _attention_weight_blocks(q[None], k[None], kernel, log_a[None])
-    inverse_ess = torch.cat([(w * w).sum(dim=-1)[0] for _, _, w in blocks], dim=-1)
-    return (a * a).sum() / inverse_ess
+_POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
 
 
+# X, its weights and the projections are checked by check_measures,
+# combine_weights and _check_projections; the kernel by get_kernel.
+@validate_params(
+    {
+        "kernel_params": [dict, None],
+        "d_head": [_POSITIVE_INT, None],
+        "n_draws": [_POSITIVE_INT],
+        "per_query": ["boolean"],
+        "max_queries": [_POSITIVE_INT, None],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def attention_ess(
     X,
     kernel="softmax",
@@ -356,8 +346,6 @@ def attention_ess(
     kernel_obj = get_kernel(kernel, **(kernel_params or {}))
     X, ragged_w = check_measures(X, input_name="X", dtype=np.float64)
     n_samples, n_points, n_features = X.shape
-    n_draws = check_positive(n_draws, "n_draws", integer=True)
-    d_head = check_positive(d_head, "d_head", integer=True, allow_none=True)
     if projections is not None:
         if n_draws != 1:
             raise ValueError("n_draws must be 1 when fixed projections are given.")
@@ -369,11 +357,10 @@ def attention_ess(
         draws = [
             [rng.standard_normal((n_features, d_head)) * scale for _ in range(2)] for _ in range(n_draws)
         ]
-    a = _combine_weights(weights, ragged_w, X.shape, "weights")
+    a = combine_weights(weights, ragged_w, X.shape, "weights")
 
     Xt = torch.as_tensor(X, dtype=torch.float64)
     at = torch.as_tensor(a, dtype=torch.float64)
-    max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
     query_sets = [np.flatnonzero(a[i] > 0) for i in range(n_samples)]
     if max_queries is not None:
         query_rng = check_random_state(random_state)
@@ -392,7 +379,7 @@ def attention_ess(
                 q = (Xt[i, queries] @ Wq_t)[None]  # one head
                 k = (Xt[i] @ Wk_t)[None]
                 _check_scores_finite(q, k, i)
-                frac[i, queries] += _query_ess_fractions(q, k, kernel_obj, at[i])[0]
+                frac[i, queries] += query_ess_fractions(q, k, kernel_obj, at[i])[0]
     frac = (frac / len(draws)).numpy()
     if per_query:
         return frac

@@ -15,7 +15,7 @@ _FLEX_RECOMPILE_LIMIT = 64
 _compiled_flex = None
 
 
-def _flex_attention(q, k, v, log_weight, log_weights, scale):
+def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
     """FlexAttention with ``score_mod = g (+ log w)``, compiled once per bucket.
 
     Point counts are padded to a multiple of the flex tile. Absent keys (zero
@@ -26,6 +26,13 @@ def _flex_attention(q, k, v, log_weight, log_weights, scale):
     function may specialise on a few buckets then turns dynamic; hitting the
     recompile limit raises (where the torch version can) instead of silently
     running the eager flex path, which materialises the full score matrix.
+
+    A kernel with one parameter per head (the learnt poly degree, a tensor of
+    shape ``(heads, 1, 1)``) is applied per head through its ``head(index)``;
+    the tensor is captured by ``score_mod``, so its gradient comes from flex's
+    backward. For a bounded-support kernel, a query whose keys all lie outside
+    the support (log-normaliser ``-inf``) gets the weighted mean of the values,
+    the package's rule for such queries.
     """
     global _compiled_flex
     from torch.nn.attention.flex_attention import flex_attention
@@ -37,6 +44,8 @@ def _flex_attention(q, k, v, log_weight, log_weights, scale):
         )
     if _compiled_flex is None:
         _compiled_flex = torch.compile(flex_attention)
+    bounded = kernel.support == "bounded"
+    v_unpadded = v
     n_queries, n_keys = q.shape[2], k.shape[2]
     padded_q, padded_k = _round_up(n_queries), _round_up(n_keys)
     if padded_k != n_keys:
@@ -53,10 +62,11 @@ def _flex_attention(q, k, v, log_weight, log_weights, scale):
         present = F.pad(present, (0, padded_k - n_keys), value=False)
         block_mask = _key_block_mask(present, padded_q)
 
+    g = _per_head_log_weight(kernel.log_weight)
     if log_weights is None:
 
         def score_mod(score, batch, head, q_idx, kv_idx):
-            return log_weight(score)
+            return g(score, head)
 
     else:
         # Absent keys are masked; their log weight -inf is replaced by 0 so that no
@@ -65,11 +75,44 @@ def _flex_attention(q, k, v, log_weight, log_weights, scale):
         key_log_weights = key_log_weights.to(torch.float32)
 
         def score_mod(score, batch, head, q_idx, kv_idx):
-            return log_weight(score) + key_log_weights[batch, kv_idx]
+            return g(score, head) + key_log_weights[batch, kv_idx]
 
     with _recompile_limit():
-        out = _compiled_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)
-    return out[:, :, :n_queries]
+        if not bounded:
+            return _compiled_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)[:, :, :n_queries]
+        out, log_normalizer = _compiled_flex(
+            q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, **_LOG_NORMALIZER_REQUEST
+        )
+    out, log_normalizer = out[:, :, :n_queries], _as_tensor(log_normalizer)[:, :, :n_queries]
+    if log_weights is None:
+        mean = v_unpadded.mean(dim=2, keepdim=True)
+    else:
+        point_weights = torch.softmax(log_weights.to(v.dtype), dim=-1)[:, None, :, None]
+        mean = (point_weights * v_unpadded).sum(dim=2, keepdim=True)
+    return torch.where(torch.isneginf(log_normalizer)[..., None], mean.expand_as(out), out)
+
+
+def _per_head_log_weight(log_weight):
+    """``g(score, head)``: the kernel's ``g``, taken at the head's parameter when it has one per head."""
+    if isinstance(getattr(log_weight, "degree", None), torch.Tensor) and hasattr(log_weight, "head"):
+        return lambda score, head: log_weight.head(head)(score)
+    return lambda score, head: log_weight(score)
+
+
+def _log_normalizer_request():
+    """The keyword that makes flex_attention also return the log-normaliser, in this torch's spelling."""
+    try:
+        from torch.nn.attention.flex_attention import AuxRequest
+    except ImportError:  # torch < 2.9
+        return {"return_lse": True}
+    return {"return_aux": AuxRequest(lse=True)}
+
+
+def _as_tensor(log_normalizer):
+    return getattr(log_normalizer, "lse", log_normalizer)
+
+
+_LOG_NORMALIZER_REQUEST = _log_normalizer_request()
 
 
 def _key_block_mask(present, n_queries, block=_FLEX_BLOCK):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from ._sparse import sparsemax_score_grad, sparsemax_weights, uniform_where_empty
+from .._sparse import sparsemax_score_grad, sparsemax_weights, uniform_where_empty
 
 # Elements in one (batch, heads, chunk, n_keys) block of the chunked backend:
 # 2**20 float32 values are 4 MiB per block buffer (backward keeps three), which
@@ -16,13 +16,14 @@ from ._sparse import sparsemax_score_grad, sparsemax_weights, uniform_where_empt
 # queries per block (1M to 4M scores over 8 heads) beat 128 or 256 by 10-30%.
 # At least _MIN_CHUNK queries per block, so reading K and V once per block stays
 # small next to the block's own work.
-_CHUNK_ELEMENTS = 2**20
+CHUNK_ELEMENTS = 2**20
 _MIN_CHUNK = 16
 
 
-def _default_chunk(q, k):
+def default_chunk(q, k):
+    """Queries per block of the chunked backend: about ``CHUNK_ELEMENTS`` scores per block, at least ``_MIN_CHUNK`` queries."""
     batch_heads = q.shape[0] * q.shape[1]
-    return max(1, min(q.shape[2], max(_MIN_CHUNK, _CHUNK_ELEMENTS // max(1, batch_heads * k.shape[2]))))
+    return max(1, min(q.shape[2], max(_MIN_CHUNK, CHUNK_ELEMENTS // max(1, batch_heads * k.shape[2]))))
 
 
 def _softmax_(x):
@@ -38,7 +39,7 @@ def _rows(buffer, batch_heads, rows, n_keys):
     return buffer[: batch_heads * rows * n_keys].view(batch_heads, rows, n_keys)
 
 
-class _ChunkedKernelAttention(torch.autograd.Function):
+class ChunkedKernelAttention(torch.autograd.Function):
     """Blockwise attention over queries; backward recomputes each block's scores.
 
     All (batch, head) pairs go through batched matmuls together, one block of
@@ -57,7 +58,7 @@ class _ChunkedKernelAttention(torch.autograd.Function):
     outside the support) attends uniformly to the measure; ``sparsemax``
     computes its per-query threshold in each block (a sort of the block's
     scores) and its backward has the closed form of
-    :func:`~sklearn_measattn._sparse.sparsemax_score_grad`.
+    ``sparsemax_score_grad`` (in ``_sparse.py``).
 
     Saved for backward: q, k, v, the output and, for factorised kernels, one ``Z``
     per query, so memory is O(N * d + chunk * N) instead of O(N^2).
