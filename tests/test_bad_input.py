@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import NotFittedError, UndefinedMetricWarning
 
 from sklearn_measattn import MeasureTransformerRegressor, SymlogTransformer, datasets, get_kernel, kernel_attention, metrics
-from sklearn_measattn.metrics import get_scorer, make_measure_scorer
+from sklearn_measattn.metrics import attention_ess, get_scorer, make_measure_scorer, wasserstein_distance
 
 RNG = np.random.default_rng(0)
 GOOD = RNG.normal(size=(3, 4, 2))
@@ -432,8 +432,16 @@ for kname in ("softmax", "poly", "log", "sigmoid", "softplus"):
 # --------------------------------------------------------------------------- #
 # MeasureTransformerRegressor
 # --------------------------------------------------------------------------- #
-TINY = dict(d_model=4, n_heads=1, n_layers=1, dim_feedforward=8, max_epochs=1, batch_size=4, random_state=0)
+# The cases below are built at import time; the estimator they train is the tiny
+# network made smaller still (every case fits one), filled in from the shared
+# fixture before any test runs.
+TINY = {}
 _FITTED = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tiny_estimator(seeded_tiny_params):
+    TINY.update(seeded_tiny_params, d_model=4, n_heads=1, dim_feedforward=8, max_epochs=1, batch_size=4)
 
 
 def _fitted(transform=None):
@@ -607,3 +615,28 @@ def test_a_non_finite_value_is_located(entry, value, word):
     non-finite value (not sklearn's bare 'Input X contains NaN')."""
     with pytest.raises(ValueError, match=rf"contains {re.escape(word)} at measure 2, point 1, feature 1"):
         entry(_with_bad_value(GOOD, value))
+
+
+# --------------------------------------------------------------------------- #
+# weights, n_jobs and projections
+# --------------------------------------------------------------------------- #
+def test_ragged_weights_follow_ragged_measures():
+    x = [np.array([[0.0], [1.0], [2.0]]), np.array([[5.0], [6.0]])]
+    y = [np.array([[0.0]]), np.array([[5.0]])]
+    weights = [np.array([1.0, 0.0, 0.0]), np.array([1.0, 0.0])]
+    assert wasserstein_distance(x, y, weights_true=weights) == 0.0
+    with pytest.raises(ValueError, match=r"weights_true\[1\].*2 points"):
+        wasserstein_distance(x, y, weights_true=[np.ones(3), np.ones(1)])
+
+
+def test_attention_ess_rejects_empty_projections(clouds):
+    x, _ = clouds
+    with pytest.raises(ValueError, match="d_head"):
+        attention_ess(x, projections=(np.zeros((2, 0)), np.zeros((2, 0))))
+
+
+@pytest.mark.parametrize("n_jobs", [0, 1.5, "two", True])
+def test_invalid_n_jobs(clouds, n_jobs):
+    x, y = clouds
+    with pytest.raises(ValueError, match="n_jobs"):
+        wasserstein_distance(x, y, n_jobs=n_jobs)

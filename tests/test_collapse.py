@@ -23,7 +23,11 @@ from sklearn_measattn.metrics import (
 from sklearn_measattn.preprocessing import symlog
 from sklearn_measattn.transformer import MeasureTransformer
 
-SMALL = dict(d_model=16, n_heads=2, n_layers=2, dim_feedforward=32, batch_size=8, random_state=0)
+
+@pytest.fixture(scope="module")
+def small_params(tiny_network):
+    """The tiny network twice as wide and deep (room to collapse or not), batches of eight, seeded."""
+    return {**tiny_network, "d_model": 16, "n_layers": 2, "dim_feedforward": 32, "batch_size": 8, "random_state": 0}
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +36,10 @@ def pareto():
 
 
 @pytest.fixture(scope="module")
-def fitted(pareto):
+def fitted(pareto, small_params):
     X, y = pareto
     return {
-        kernel: MeasureTransformerRegressor(kernel=kernel, max_epochs=2, **SMALL).fit(X, y)
+        kernel: MeasureTransformerRegressor(kernel=kernel, max_epochs=2, **small_params).fit(X, y)
         for kernel in ("softmax", "log")
     }
 
@@ -73,11 +77,11 @@ def test_attention_ess_and_weights_match_direct_recomputation(fitted, pareto, ke
     np.testing.assert_allclose(ess, expected, rtol=1e-4)
 
 
-def test_trained_softmax_collapses_on_raw_pareto_while_log_and_symlog_do_not(fitted, pareto):
+def test_trained_softmax_collapses_on_raw_pareto_while_log_and_symlog_do_not(fitted, pareto, small_params):
     X, y = pareto
     assert np.median(fitted["softmax"].attention_ess(X)) < ATTENTION_ESS_THRESHOLD
     assert np.median(fitted["log"].attention_ess(X)) > 4 * ATTENTION_ESS_THRESHOLD
-    symlog_softmax = MeasureTransformerRegressor(kernel="softmax", transform="symlog", max_epochs=2, **SMALL)
+    symlog_softmax = MeasureTransformerRegressor(kernel="softmax", transform="symlog", max_epochs=2, **small_params)
     assert np.median(symlog_softmax.fit(X, y).attention_ess(X)) > 4 * ATTENTION_ESS_THRESHOLD
 
 
@@ -150,20 +154,20 @@ def test_default_backend_gives_finite_gradients_where_the_mathematics_is_finite(
     assert _non_finite_gradient_batches("auto", X, y) == 0
 
 
-def test_softmax_fits_raw_infinite_mean_data_with_the_default_backend():
+def test_softmax_fits_raw_infinite_mean_data_with_the_default_backend(small_params):
     X, y = make_matrix_inverse(n_samples=32, n_points=128, tail="pareto", tail_index=0.7, random_state=1)
-    model = MeasureTransformerRegressor(kernel="softmax", max_epochs=2, **SMALL).fit(X, y)
+    model = MeasureTransformerRegressor(kernel="softmax", max_epochs=2, **small_params).fit(X, y)
     assert np.all(np.isfinite(model.predict(X[:4])))
     assert len(model.history_) == 2
 
 
-def test_non_finite_loss_error_names_the_loss_stage(pareto):
+def test_non_finite_loss_error_names_the_loss_stage(pareto, small_params):
     X, y = pareto
 
     def broken_loss(y_pred, y_true, pred_weights, true_weights):
         return (y_pred.sum() - y_true.sum()) * math.inf
 
-    model = MeasureTransformerRegressor(loss=broken_loss, max_epochs=1, **SMALL)
+    model = MeasureTransformerRegressor(loss=broken_loss, max_epochs=1, **small_params)
     with pytest.raises(ValueError, match="loss='broken_loss' returned -?(nan|inf)"):
         model.fit(X, y)
     assert not hasattr(model, "net_")
@@ -174,20 +178,20 @@ def test_non_finite_loss_error_names_the_loss_stage(pareto):
         calls.append(1)
         return broken_loss(y_pred, y_true, pred_weights, true_weights) if len(calls) > 1 else y_pred.mean() ** 2
 
-    model = MeasureTransformerRegressor(loss=breaks_in_training, max_epochs=1, **SMALL)
+    model = MeasureTransformerRegressor(loss=breaks_in_training, max_epochs=1, **small_params)
     with pytest.raises(FloatingPointError, match="loss became .* outputs were finite"):
         model.fit(X, y)
     assert not hasattr(model, "net_")
 
 
-def test_non_finite_gradient_error_names_the_backward_stage(pareto):
+def test_non_finite_gradient_error_names_the_backward_stage(pareto, small_params):
     X, y = pareto
 
     def loss_with_nan_gradient(y_pred, y_true, pred_weights, true_weights):
         # Finite value, NaN gradient: sqrt has an infinite slope at 0.
         return torch.sqrt((y_pred * 0.0).sum()) + (y_pred.mean() - y_true.mean()) ** 2
 
-    model = MeasureTransformerRegressor(loss=loss_with_nan_gradient, max_epochs=1, **SMALL)
+    model = MeasureTransformerRegressor(loss=loss_with_nan_gradient, max_epochs=1, **small_params)
     with pytest.raises(FloatingPointError, match="backward pass produced non-finite gradients"):
         model.fit(X, y)
 
@@ -219,10 +223,10 @@ def test_space_is_validated():
         MeasureTransformerRegressor(score_space="log", max_epochs=1).fit(np.zeros((2, 3, 1)), np.zeros((2, 3, 1)))
 
 
-def test_grid_search_over_kernels_with_symlog_scoring_and_trained_ess(pareto):
+def test_grid_search_over_kernels_with_symlog_scoring_and_trained_ess(pareto, small_params):
     X, y = pareto
     search = GridSearchCV(
-        MeasureTransformerRegressor(max_epochs=1, **SMALL),
+        MeasureTransformerRegressor(max_epochs=1, **small_params),
         {"kernel": ["softmax", "log"], "transform": [None, "symlog"]},
         scoring=make_measure_scorer("energy", space="symlog"), cv=2,
     ).fit(X, y)

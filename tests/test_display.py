@@ -24,6 +24,7 @@ def close_figures():
 
 @pytest.fixture(scope="module")
 def data():
+    """Inputs, targets and predictions to draw (this file's own, not the shared training data)."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((4, 30, 3))
     y = rng.standard_normal((4, 40, 2))
@@ -74,9 +75,9 @@ def test_overlay_into_given_axes_and_ragged_measures():
     assert again is display and display.axes_.shape == (1, 2) and display.figure_ is not fig
 
 
-def test_from_estimator_predicts_the_chosen_measures():
+def test_from_estimator_predicts_the_chosen_measures(seeded_tiny_params):
     X, y = make_matrix_inverse(n_samples=6, n_points=20, random_state=0)
-    model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1, random_state=0).fit(X, y)
+    model = MeasureTransformerRegressor(**{**seeded_tiny_params, "max_epochs": 1}).fit(X, y)
     display = MeasureDisplay.from_estimator(model, X, y, measures=[4], measure_names=list("abcdef"))
     assert display.axes_.shape == (1, 3)
     assert display.axes_[0, 2].get_title() == "e: predicted"

@@ -12,7 +12,11 @@ import torch.multiprocessing as mp
 from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
 
-TINY = dict(d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, lr=3e-3, random_state=0, device="cpu")
+
+@pytest.fixture(scope="module")
+def distributed_params(tiny_network):
+    """The tiny network on the CPU, seeded; a plain dict, passed to the worker processes."""
+    return {**tiny_network, "lr": 3e-3, "random_state": 0, "device": "cpu"}
 
 
 def _data():
@@ -36,16 +40,16 @@ def _nan_on_rank_one(x, y, *weights):
     return value * float("nan") if dist.get_rank() == 1 and len(_CALLS) > 1 else value
 
 
-def _cases(rank, out):
+def _cases(rank, out, tiny):
     """What each process does; results go to ``out/<case>_<rank>.pkl``."""
     X, y = _data()
-    model = MeasureTransformerRegressor(batch_size=2, max_epochs=2, shuffle=False, distributed=True, **TINY)
+    model = MeasureTransformerRegressor(batch_size=2, max_epochs=2, shuffle=False, distributed=True, **tiny)
     model.fit(X, y)
     params = {name: p.detach().numpy().copy() for name, p in model.net_.module_.named_parameters()}
     _save(out, "equivalence", rank, {"params": params, "history": [e["train_loss"] for e in model.history_]})
 
     Xr, yr = _ragged()
-    model = MeasureTransformerRegressor(batch_size=3, max_epochs=2, transform="symlog", distributed=True, **TINY)
+    model = MeasureTransformerRegressor(batch_size=3, max_epochs=2, transform="symlog", distributed=True, **tiny)
     model.fit(Xr, yr)
     _save(out, "ragged", rank, {"prediction": [p.copy() for p in model.predict(Xr[:3])],
                                 "model": pickle.dumps(model) if rank == 0 else None})
@@ -55,11 +59,11 @@ def _cases(rank, out):
                        ("non_finite", lambda: (X, y))):
         loss = _nan_on_rank_one if name == "non_finite" else "energy"
         try:
-            MeasureTransformerRegressor(batch_size=2, max_epochs=1, loss=loss, distributed=True, **TINY).fit(*make())
+            MeasureTransformerRegressor(batch_size=2, max_epochs=1, loss=loss, distributed=True, **tiny).fit(*make())
         except (ValueError, FloatingPointError) as exc:
             errors[name] = (type(exc).__name__, str(exc))
     try:
-        MeasureTransformerRegressor(distributed=True, **TINY).partial_fit(X, y)
+        MeasureTransformerRegressor(distributed=True, **tiny).partial_fit(X, y)
     except ValueError as exc:
         errors["partial_fit"] = ("ValueError", str(exc))
     _save(out, "errors", rank, errors)
@@ -70,19 +74,19 @@ def _save(out, case, rank, value):
         pickle.dump(value, handle)
 
 
-def _worker(rank, world_size, init_file, out):
+def _worker(rank, world_size, init_file, out, tiny):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size)
     try:
-        _cases(rank, out)
+        _cases(rank, out, tiny)
     finally:
         dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
-def two_processes(tmp_path_factory):
+def two_processes(tmp_path_factory, distributed_params):
     out = tmp_path_factory.mktemp("distributed")
-    mp.spawn(_worker, args=(2, str(out / "rendezvous"), str(out)), nprocs=2, join=True)
+    mp.spawn(_worker, args=(2, str(out / "rendezvous"), str(out), distributed_params), nprocs=2, join=True)
 
     def load(case):
         results = []
@@ -94,7 +98,7 @@ def two_processes(tmp_path_factory):
     return load
 
 
-def test_two_processes_train_as_one_with_the_global_batch(two_processes):
+def test_two_processes_train_as_one_with_the_global_batch(two_processes, distributed_params):
     """Unshuffled, 2 processes x batch 2 take the steps of 1 process x batch 4; the replicas are identical."""
     first, second = two_processes("equivalence")
     for name in first["params"]:
@@ -102,7 +106,7 @@ def test_two_processes_train_as_one_with_the_global_batch(two_processes):
     assert first["history"] == second["history"]  # the logged loss is the mean over processes
 
     X, y = _data()
-    single = MeasureTransformerRegressor(batch_size=4, max_epochs=2, shuffle=False, **TINY).fit(X, y)
+    single = MeasureTransformerRegressor(batch_size=4, max_epochs=2, shuffle=False, **distributed_params).fit(X, y)
     for name, p in single.net_.module_.named_parameters():
         np.testing.assert_allclose(first["params"][name], p.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(first["history"], [e["train_loss"] for e in single.history_], rtol=1e-5)
@@ -131,11 +135,11 @@ def test_failures_stop_every_process_with_a_clear_error(two_processes):
     assert "user loss" in second["non_finite"][1]
 
 
-def test_distributed_without_a_launcher_says_how_to_launch(monkeypatch):
+def test_distributed_without_a_launcher_says_how_to_launch(monkeypatch, distributed_params):
     for name in ("RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
     X, y = _data()
-    model = MeasureTransformerRegressor(distributed=True, **TINY)
+    model = MeasureTransformerRegressor(distributed=True, **distributed_params)
     with pytest.raises(ValueError, match="torchrun --standalone --nproc_per_node"):
         model.fit(X, y)
     assert not hasattr(model, "net_")

@@ -18,20 +18,19 @@ from sklearn_measattn.losses import energy_loss
 from sklearn_measattn.metrics import energy_distance, neg_wasserstein_scorer
 from sklearn_measattn.preprocessing import symlog
 
-TINY = dict(d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, max_epochs=2, batch_size=8, random_state=0)
 
+@pytest.fixture(scope="module")
+def tiny(seeded_tiny_params):
+    """A new tiny regressor (two seeded epochs), with any parameter overridden."""
 
-def tiny(**kwargs):
-    return MeasureTransformerRegressor(**{**TINY, **kwargs})
+    def make(**kwargs):
+        return MeasureTransformerRegressor(**{**seeded_tiny_params, **kwargs})
+
+    return make
 
 
 @pytest.fixture(scope="module")
-def data():
-    return make_matrix_inverse(n_samples=12, n_points=16, tail="student_t", tail_index=2.0, random_state=0)
-
-
-@pytest.fixture(scope="module")
-def fitted(data):
+def fitted(data, tiny):
     return tiny().fit(*data)
 
 
@@ -56,24 +55,24 @@ API_CHECKS = [
 
 
 @pytest.mark.parametrize("check", API_CHECKS, ids=lambda check: check.__name__)
-def test_sklearn_api_checks_that_do_not_fit(check):
+def test_sklearn_api_checks_that_do_not_fit(check, tiny):
     check(type(tiny()).__name__, tiny())
 
 
-def test_fit_and_score_take_y():
+def test_fit_and_score_take_y(tiny):
     import inspect
 
     for method in ("fit", "score"):
         assert list(inspect.signature(getattr(tiny(), method)).parameters)[:2] == ["X", "y"]
 
 
-def test_tags_declare_3d_multioutput():
+def test_tags_declare_3d_multioutput(tiny):
     tags = tiny().__sklearn_tags__()
     assert tags.input_tags.three_d_array and not tags.input_tags.two_d_array
     assert tags.target_tags.multi_output and tags.estimator_type == "regressor"
 
 
-def test_fit_returns_self_and_sets_attributes(data):
+def test_fit_returns_self_and_sets_attributes(data, tiny):
     X, y = data
     model = tiny()
     assert model.fit(X, y) is model
@@ -83,7 +82,7 @@ def test_fit_returns_self_and_sets_attributes(data):
     assert isinstance(model.net_.module_, torch.nn.Module)
 
 
-def test_fit_does_not_change_params_or_data(data):
+def test_fit_does_not_change_params_or_data(data, tiny):
     X, y = data
     X_copy, y_copy = X.copy(), y.copy()
     model = tiny(kernel_params=None, loss_params={"beta": 1.0})
@@ -94,7 +93,7 @@ def test_fit_does_not_change_params_or_data(data):
     np.testing.assert_array_equal(y, y_copy)
 
 
-def test_unfitted_errors(data):
+def test_unfitted_errors(data, tiny):
     with pytest.raises(NotFittedError):
         tiny().predict(data[0])
     with pytest.raises(NotFittedError):
@@ -111,7 +110,7 @@ def test_feature_mismatch_at_predict(fitted, data):
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("where", ["X", "y"])
-def test_non_finite_input_rejected(data, bad, where):
+def test_non_finite_input_rejected(data, bad, where, tiny):
     X, y = (a.copy() for a in data)
     (X if where == "X" else y)[0, 0, 0] = bad
     with pytest.raises(ValueError, match="NaN|infinity"):
@@ -122,12 +121,12 @@ def test_non_finite_input_rejected(data, bad, where):
     "X_shape, y_shape, match",
     [((12, 16), (12, 16, 2), "3-D"), ((12, 16, 2), (11, 16, 2), "12 measures but y has 11"), ((12, 0, 2), (12, 16, 2), "0 points")],
 )
-def test_bad_shapes_rejected(X_shape, y_shape, match):
+def test_bad_shapes_rejected(X_shape, y_shape, match, tiny):
     with pytest.raises(ValueError, match=match):
         tiny().fit(np.ones(X_shape), np.ones(y_shape))
 
 
-def test_deterministic_with_random_state(data, fitted):
+def test_deterministic_with_random_state(data, fitted, tiny):
     X, y = data
     again = tiny().fit(X, y)
     np.testing.assert_array_equal(again.predict(X), fitted.predict(X))
@@ -135,7 +134,7 @@ def test_deterministic_with_random_state(data, fitted):
     assert not np.allclose(other_seed.predict(X), fitted.predict(X))
 
 
-def test_global_torch_rng_untouched(data):
+def test_global_torch_rng_untouched(data, tiny):
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)
@@ -155,7 +154,7 @@ def test_clone_pickle_joblib_round_trips(data, fitted):
     np.testing.assert_array_equal(joblib.load(buffer).predict(X), expected)
 
 
-def test_set_params_after_fit_is_used_on_refit(data):
+def test_set_params_after_fit_is_used_on_refit(data, tiny):
     X, y = data
     model = tiny().fit(X, y)
     model.set_params(kernel="softmax", d_model=12, max_epochs=3)
@@ -171,7 +170,7 @@ def test_predict_any_number_of_points(fitted, data):
     assert fitted.predict(np.concatenate([X, X], axis=1)).shape == (12, 32, 2)
 
 
-def test_ragged_fit_and_predict(data):
+def test_ragged_fit_and_predict(data, tiny):
     X, y = data
     X_ragged = [X[i, : 8 + i % 5] for i in range(len(X))]
     y_ragged = [y[i, : 10 + i % 3] for i in range(len(y))]
@@ -184,7 +183,7 @@ def test_ragged_fit_and_predict(data):
     assert np.isfinite(model.score(X_ragged, y_ragged))
 
 
-def test_symlog_transform_is_applied_and_inverted(data):
+def test_symlog_transform_is_applied_and_inverted(data, tiny):
     X, y = data
     model = tiny(transform="symlog").fit(X, y)
     assert isinstance(model.transform_X_, SymlogTransformer)
@@ -193,7 +192,7 @@ def test_symlog_transform_is_applied_and_inverted(data):
     np.testing.assert_allclose(model.predict(X), expected, rtol=1e-6)
 
 
-def test_transformer_object_is_cloned(data):
+def test_transformer_object_is_cloned(data, tiny):
     from sklearn.preprocessing import StandardScaler
 
     scaler = StandardScaler()
@@ -208,7 +207,7 @@ def test_score_is_negative_energy_distance(fitted, data):
     assert fitted.score(X, y) < 0
 
 
-def test_grid_search_over_kernels(data):
+def test_grid_search_over_kernels(data, tiny):
     X, y = data
     param_grid = {"kernel": ["softmax", "poly", "log", "sigmoid"]}
     for scoring in (None, neg_wasserstein_scorer):
@@ -218,14 +217,14 @@ def test_grid_search_over_kernels(data):
         assert search.predict(X).shape == y.shape
 
 
-def test_pipeline_with_symlog(data):
+def test_pipeline_with_symlog(data, tiny):
     X, y = data
     pipeline = Pipeline([("symlog", SymlogTransformer()), ("model", tiny())]).fit(X, y)
     assert pipeline.predict(X).shape == y.shape
     np.testing.assert_allclose(pipeline.predict(X), pipeline[-1].predict(symlog(X)))
 
 
-def test_verbose_shows_epoch_table(data, capsys):
+def test_verbose_shows_epoch_table(data, capsys, tiny):
     tiny(verbose=1).fit(*data)
     out = capsys.readouterr()
     assert "train_loss" in out.out and "dur" in out.out
@@ -233,7 +232,7 @@ def test_verbose_shows_epoch_table(data, capsys):
     assert capsys.readouterr().out == ""
 
 
-def test_user_callbacks_and_early_stopping(data):
+def test_user_callbacks_and_early_stopping(data, tiny):
     class CountEpochs(Callback):
         def initialize(self):
             self.epochs = 0
@@ -250,14 +249,14 @@ def test_user_callbacks_and_early_stopping(data):
     assert len(model.history_) < 50
 
 
-def test_device_resolution(monkeypatch, data):
+def test_device_resolution(monkeypatch, data, tiny):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="CUDA is not available"):
         tiny(device="cuda").fit(*data)
     assert tiny(device="auto").fit(*data).device_ == "cpu"
 
 
-def test_non_finite_loss_stops_and_leaves_unfitted(data):
+def test_non_finite_loss_stops_and_leaves_unfitted(data, tiny):
     def nan_loss(y_pred, y_true, pred_weights=None, true_weights=None):
         return (y_pred * np.nan).sum()
 
@@ -309,14 +308,14 @@ def test_non_finite_loss_stops_and_leaves_unfitted(data):
         ({"callbacks": "progress"}, TypeError, "callbacks"),
     ],
 )
-def test_invalid_params_raise_at_fit(data, params, error, match):
+def test_invalid_params_raise_at_fit(data, params, error, match, tiny):
     model = tiny(**params)  # never raises in __init__
     with pytest.raises(error, match=match):
         model.fit(*data)
     assert not hasattr(model, "net_")
 
 
-def test_mse_needs_paired_points(data):
+def test_mse_needs_paired_points(data, tiny):
     X, y = data
     with pytest.raises(ValueError, match="loss='mse' needs paired targets"):
         tiny(loss="mse").fit(X, y[:, :10])

@@ -183,14 +183,17 @@ def test_diagnosis_bad_options(kwargs, match):
 # Comparison on your own data
 # --------------------------------------------------------------------------- #
 
-_TINY = dict(epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4)
+@pytest.fixture(scope="module")
+def compare_params(tiny_network):
+    """compare_kernels's settings for the tiny network: one epoch of batches of four."""
+    return {**tiny_network, "epochs": 1, "batch_size": 4}
 
 
-def test_compare_on_data_splits_measures_by_seed():
+def test_compare_on_data_splits_measures_by_seed(compare_params):
     rng = np.random.default_rng(0)
     X = rng.standard_t(2, size=(14, 10, 2))
     rows = compare_kernels_on_data(X, X[:, :6] * 2.0, kernels=["sigmoid"], transforms=[None], seeds=[0, 1],
-                                   test_size=0.3, name="mine", **_TINY)
+                                   test_size=0.3, name="mine", **compare_params)
     fits, references = rows[:2], rows[2:]
     assert [(r["task"], r["seed"], r["n_samples"], r["n_test"]) for r in fits] == [("mine", 0, 9, 5), ("mine", 1, 9, 5)]
     assert all(r["status"] == "ok" and 0 < r["attention_ess"] <= 1 for r in fits)
@@ -200,13 +203,13 @@ def test_compare_on_data_splits_measures_by_seed():
                                                               ("identity", 1)]
 
 
-def test_reference_rows_are_scored_like_fits_and_judge_learning():
+def test_reference_rows_are_scored_like_fits_and_judge_learning(compare_params):
     """Identity, scored by the same columns, is exactly what copying the input gives; a fit is judged
     against the lower of its split's pooled and identity rows."""
     rng = np.random.default_rng(1)
     X = rng.standard_t(2, size=(16, 12, 2))
     y = 0.5 * X
-    rows = compare_kernels_on_data(X, y, kernels=["log"], transforms=["symlog"], test_size=5, **_TINY)
+    rows = compare_kernels_on_data(X, y, kernels=["log"], transforms=["symlog"], test_size=5, **compare_params)
     fit, pooled, identity = rows
     _, X_test, _, y_test = train_test_split(X, y, test_size=5, random_state=0)
     assert identity["energy_symlog"] == pytest.approx(energy_distance(to_space(y_test, "symlog"),
@@ -219,9 +222,9 @@ def test_reference_rows_are_scored_like_fits_and_judge_learning():
     assert fit["energy_vs_baseline"] == pytest.approx(verdict["ratio"])
 
 
-def test_benchmark_comparison_has_an_oracle_row_near_the_two_sample_floor():
+def test_benchmark_comparison_has_an_oracle_row_near_the_two_sample_floor(compare_params):
     rows = compare_kernels(kernels=["log"], transforms=[None], tail="gaussian", n_samples=8, n_points=64, n_test=6,
-                           **_TINY)
+                           **compare_params)
     by_kernel = {row["kernel"]: row for row in rows}
     assert set(by_kernel) == {"log", "pooled", "identity", "oracle"}
     # a fresh sample of the true law is closer to the targets than the input (the matrix inverse moves it)
@@ -239,9 +242,9 @@ def test_benchmark_comparison_has_an_oracle_row_near_the_two_sample_floor():
         (np.zeros((10, 4, 2)), np.zeros((10, 4, 2)), {"kernels": ["nope"]}, "kernel"),
     ],
 )
-def test_compare_on_data_rejects_bad_input_before_training(X, y, kwargs, match):
+def test_compare_on_data_rejects_bad_input_before_training(X, y, kwargs, match, compare_params):
     with pytest.raises(ValueError, match=match):
-        compare_kernels_on_data(X, y, **dict(_TINY, **kwargs))
+        compare_kernels_on_data(X, y, **dict(compare_params, **kwargs))
 
 
 # --------------------------------------------------------------------------- #
@@ -359,3 +362,21 @@ def test_check_output_path_tries_the_write(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "NamedTemporaryFile", refuse)
     with pytest.raises(ValueError, match="cannot be written .Read-only file system"):
         check_output_path(tmp_path / "results.csv", what="--out")
+
+
+# --------------------------------------------------------------------------- #
+# studies in parallel
+# --------------------------------------------------------------------------- #
+def test_study_in_parallel_gives_the_serial_table(tiny_network):
+    params = dict(kernels=["softmax", "log"], transforms=[None], n_samples=8, n_points=12, n_test=3,
+                  epochs=1, **tiny_network, device="cpu")
+    serial = compare_kernels(**params, n_jobs=1)
+    parallel = compare_kernels(**params, n_jobs=2)
+    varying = {"fit_time"}
+    assert len(serial) == len(parallel)
+
+    def comparable(row):  # NaN (the no-model rows' empty attention columns) as a string: NaN != NaN
+        return {k: ("nan" if isinstance(v, float) and v != v else v) for k, v in row.items() if k not in varying}
+
+    for a, b in zip(serial, parallel):
+        assert comparable(a) == comparable(b)

@@ -8,13 +8,17 @@ from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.metrics import collapse_diagnostics
 
-SMALL = dict(d_model=8, n_heads=2, n_layers=3, dim_feedforward=16, batch_size=4, max_epochs=1, random_state=0)
+
+@pytest.fixture(scope="module")
+def deep_params(seeded_tiny_params):
+    """The seeded tiny regressor three blocks deep (a similarity per block), one epoch of batches of four."""
+    return {**seeded_tiny_params, "n_layers": 3, "batch_size": 4, "max_epochs": 1}
 
 
 @pytest.fixture(scope="module")
-def fitted():
+def fitted(deep_params):
     X, y = make_matrix_inverse(n_samples=8, n_points=12, random_state=0)
-    return MeasureTransformerRegressor(**SMALL).fit(X, y), X, y
+    return MeasureTransformerRegressor(**deep_params).fit(X, y), X, y
 
 
 def _direct_similarity(model, measure):
@@ -35,10 +39,10 @@ def _direct_similarity(model, measure):
     return np.array(out)
 
 
-def test_hidden_similarity_matches_a_direct_computation_from_the_module(fitted):
+def test_hidden_similarity_matches_a_direct_computation_from_the_module(fitted, deep_params):
     model, X, _ = fitted
     similarity = model.hidden_similarity(X)
-    assert similarity.shape == (8, SMALL["n_layers"] + 1)
+    assert similarity.shape == (8, deep_params["n_layers"] + 1)
     for i in range(3):
         np.testing.assert_allclose(similarity[i], _direct_similarity(model, X[i]), rtol=1e-5, atol=1e-6)
 

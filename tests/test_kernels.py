@@ -4,6 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from sklearn_measattn import MeasureTransformerRegressor
+from sklearn_measattn.attention import kernel_attention
 from sklearn_measattn.kernels import KERNEL_NAMES, AttentionKernel, get_kernel
 
 # kappa(s) for s >= 0 of each built-in kernel; e^s below 0 except where noted.
@@ -106,3 +108,82 @@ def test_kernels_pickle():
     kernel = pickle.loads(pickle.dumps(get_kernel("poly", degree=2.5)))
     assert isinstance(kernel, AttentionKernel)
     assert kernel.kappa(torch.tensor([5.0], dtype=torch.float64)).item() == pytest.approx(3.0**2.5)
+
+
+# --------------------------------------------------------------------------- #
+# kernels known by what they compute
+# --------------------------------------------------------------------------- #
+def _doubled(s):
+    return 2.0 * s
+
+
+def softmax(s):  # a user kernel that reuses the built-in name
+    return torch.nn.functional.logsigmoid(s)
+
+
+@pytest.mark.parametrize("kernel", [AttentionKernel("softmax", _doubled), softmax])
+def test_a_kernel_named_softmax_runs_as_written(kernel):
+    kernel = get_kernel(kernel)
+    assert kernel.name == "softmax" and not kernel.is_softmax
+    generator = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 12, 4, generator=generator, dtype=torch.float64) for _ in range(3))
+    expected = torch.softmax(kernel.log_weight(q @ k.transpose(-1, -2) / 2.0), dim=-1) @ v
+    plain = torch.softmax(q @ k.transpose(-1, -2) / 2.0, dim=-1) @ v
+    for backend in ("auto", "naive", "chunked"):
+        out = kernel_attention(q, k, v, kernel=kernel, backend=backend)
+        torch.testing.assert_close(out, expected)
+        assert not torch.allclose(out, plain)
+    assert get_kernel("softmax").is_softmax
+
+
+# --------------------------------------------------------------------------- #
+# extreme parameters
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("degree", [1e39, 1e-40, 1e4, 1e-4])
+def test_poly_degrees_outside_the_float32_range_are_refused(degree):
+    with pytest.raises(ValueError, match=r"degree must be a number in \[0.001, 1000\]"):
+        get_kernel("poly", degree=degree)
+
+
+@pytest.mark.parametrize("degree", [1e-3, 0.37, 7.0, 1e3])
+def test_poly_degrees_in_range_are_finite_in_float32(degree):
+    kernel = get_kernel("poly", degree=degree)
+    s = torch.linspace(-1e4, 1e4, 4001).requires_grad_()
+    g = kernel(s)
+    g.sum().backward()
+    assert torch.isfinite(g).all() and torch.isfinite(s.grad).all()
+    assert torch.isfinite(kernel.derivative(s.detach())).all()
+
+
+# --------------------------------------------------------------------------- #
+# user kernels, checked once before any work
+# --------------------------------------------------------------------------- #
+class _KernelClass(torch.nn.Module):
+    def forward(self, s):
+        return s
+
+
+@pytest.mark.parametrize(
+    "kernel, error, match",
+    [
+        (lambda s: s.sum(), ValueError, r"returned shape \(\)"),
+        (lambda s: 1.0, TypeError, "returned float"),
+        (lambda s: s.long(), TypeError, "dtype torch.int64"),
+        (lambda s: s / 0.0, ValueError, "non-finite log-weights"),
+        (lambda s: torch.log(s), ValueError, "non-finite log-weights"),
+        (lambda s: s.numpy(), TypeError, "returned ndarray"),
+        (lambda s, t: s, ValueError, "raised TypeError"),
+        (_KernelClass, TypeError, r"is the class _KernelClass.*_KernelClass\(\)"),
+    ],
+)
+def test_bad_user_kernels_fail_when_built(data, kernel, error, match, tiny_params):
+    with pytest.raises(error, match=match):
+        get_kernel(kernel)
+    X, y = data
+    with pytest.raises(error, match=match):
+        MeasureTransformerRegressor(**tiny_params, kernel=kernel).fit(X, y)
+
+
+def test_a_module_instance_is_a_valid_kernel(data, tiny_params):
+    X, y = data
+    MeasureTransformerRegressor(**tiny_params, kernel=_KernelClass()).fit(X, y)

@@ -12,22 +12,37 @@ What the package guarantees (float32 training):
 - values beyond the float32 range (|x| > 3.4e38) are rejected before training
   with a ``ValueError`` suggesting ``transform="symlog"``;
 - ``predict`` never returns NaN: a non-finite network output raises
-  ``FloatingPointError``.
+  ``FloatingPointError``, and so does a user transform whose inverse gives NaN;
+  a transform that gives NaN is refused before training.
+
+The metrics keep their values across the float64 range: homogeneous metrics
+scale exactly from 1e-200 to 1e300, weights whose sum overflows are normalised,
+and the attention ESS is computed (or refused with a clear error) at extreme
+scales.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.losses import energy_loss
-
-TINY = dict(d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, max_epochs=2, batch_size=8, random_state=0)
+from sklearn_measattn.metrics import (
+    across_sample_correlation,
+    attention_ess,
+    energy_distance,
+    mmd,
+    spread_ratio,
+    wasserstein_distance,
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,35 +67,35 @@ def _assert_trained_finite(model, X):
 
 
 @pytest.mark.parametrize("kernel", ["log", "sigmoid", "softmax"])
-def test_symlog_trains_finite_at_1e30(heavy, kernel):
+def test_symlog_trains_finite_at_1e30(heavy, kernel, seeded_tiny_params):
     X, y = heavy
     Xe, ye = _extreme(X), _extreme(y)
-    model = MeasureTransformerRegressor(**TINY, kernel=kernel, transform="symlog").fit(Xe, ye)
+    model = MeasureTransformerRegressor(**seeded_tiny_params, kernel=kernel, transform="symlog").fit(Xe, ye)
     pred = _assert_trained_finite(model, Xe)
     assert pred.shape == ye.shape
 
 
 @pytest.mark.parametrize("kernel", ["log", "sigmoid"])
-def test_symlog_trains_finite_at_1e300(heavy, kernel):
+def test_symlog_trains_finite_at_1e300(heavy, kernel, seeded_tiny_params):
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY, kernel=kernel, transform="symlog")
+    model = MeasureTransformerRegressor(**seeded_tiny_params, kernel=kernel, transform="symlog")
     _assert_trained_finite(model.fit(_extreme(X, 1e300), _extreme(y, 1e300)), _extreme(X, 1e300))
 
 
 @pytest.mark.parametrize("kernel", ["log", "sigmoid"])
-def test_raw_heavy_tailed_data_train_finite_up_to_1e15(heavy, kernel):
+def test_raw_heavy_tailed_data_train_finite_up_to_1e15(heavy, kernel, seeded_tiny_params):
     """Slow kernels, no transform: inputs and targets up to 1e15 (float32 squares stay finite)."""
     X, y = heavy
     Xe, ye = _extreme(X, 1e15), _extreme(y, 1e15)
-    model = MeasureTransformerRegressor(**TINY, kernel=kernel).fit(Xe, ye)
+    model = MeasureTransformerRegressor(**seeded_tiny_params, kernel=kernel).fit(Xe, ye)
     _assert_trained_finite(model, Xe)
 
 
 @pytest.mark.parametrize("kernel", ["softmax", "log", "sigmoid"])
-def test_raw_1e30_inputs_stop_with_clear_error(heavy, kernel):
+def test_raw_1e30_inputs_stop_with_clear_error(heavy, kernel, seeded_tiny_params):
     """Inputs of 1e30 without symlog: attention scores overflow float32; training stops."""
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY, kernel=kernel)
+    model = MeasureTransformerRegressor(**seeded_tiny_params, kernel=kernel)
     # The error names the stage that failed: the forward pass, not the loss.
     with pytest.raises(FloatingPointError, match=r"forward pass produced non-finite outputs \(nan\) at epoch 1.*transform='symlog'"):
         model.fit(_extreme(X), y)
@@ -101,10 +116,10 @@ def test_energy_loss_propagates_non_finite_predictions():
 
 
 @pytest.mark.parametrize("kernel", ["softmax", "log", "sigmoid"])
-def test_raw_extreme_targets_stop_with_clear_error(heavy, kernel):
+def test_raw_extreme_targets_stop_with_clear_error(heavy, kernel, seeded_tiny_params):
     """Targets of 1e30 overflow the float32 loss: a clear error, and no half-fitted model."""
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY, kernel=kernel)
+    model = MeasureTransformerRegressor(**seeded_tiny_params, kernel=kernel)
     with pytest.raises(FloatingPointError) as info:
         model.fit(_extreme(X), _extreme(y))
     message = str(info.value)
@@ -115,9 +130,9 @@ def test_raw_extreme_targets_stop_with_clear_error(heavy, kernel):
         check_is_fitted(model)
 
 
-def test_failed_refit_leaves_unfitted(heavy):
+def test_failed_refit_leaves_unfitted(heavy, seeded_tiny_params):
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY).fit(X, y)
+    model = MeasureTransformerRegressor(**seeded_tiny_params).fit(X, y)
     assert hasattr(model, "net_")
     with pytest.raises(FloatingPointError, match="symlog"):
         model.fit(_extreme(X), _extreme(y))
@@ -127,7 +142,7 @@ def test_failed_refit_leaves_unfitted(heavy):
         model.predict(X)
 
 
-def test_forced_non_finite_loss_stops_at_first_batch(heavy):
+def test_forced_non_finite_loss_stops_at_first_batch(heavy, seeded_tiny_params):
     """A loss that is inf (forced) is refused before training, naming the loss."""
     X, y = heavy
     calls = []
@@ -136,16 +151,16 @@ def test_forced_non_finite_loss_stops_at_first_batch(heavy):
         calls.append(1)
         return (y_pred - y_pred.detach()).sum() + float("inf")
 
-    model = MeasureTransformerRegressor(**{**TINY, "max_epochs": 5, "batch_size": 4}, loss=exploding_loss)
+    model = MeasureTransformerRegressor(**{**seeded_tiny_params, "max_epochs": 5, "batch_size": 4}, loss=exploding_loss)
     with pytest.raises(ValueError, match=r"loss='exploding_loss' returned inf on a finite test batch"):
         model.fit(X, y)
     assert len(calls) == 1  # the probe call before training, not 5 epochs of batches
     assert not hasattr(model, "net_")
 
 
-def test_beyond_float32_range_rejected_before_training(heavy):
+def test_beyond_float32_range_rejected_before_training(heavy, seeded_tiny_params):
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY)
+    model = MeasureTransformerRegressor(**seeded_tiny_params)
     with pytest.raises(ValueError, match=r"float32 range.*symlog"):
         model.fit(_extreme(X, 1e300), y)
     with pytest.raises(ValueError, match=r"^y .*float32 range.*symlog"):
@@ -153,10 +168,10 @@ def test_beyond_float32_range_rejected_before_training(heavy):
     assert not hasattr(model, "net_")
 
 
-def test_predict_never_returns_nan(heavy):
+def test_predict_never_returns_nan(heavy, seeded_tiny_params):
     """Extreme inputs at predict time: finite output or a clear error."""
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY, kernel="softmax").fit(X, y)
+    model = MeasureTransformerRegressor(**seeded_tiny_params, kernel="softmax").fit(X, y)
     for top in (1e10, 1e30, 1e38):
         try:
             pred = model.predict(_extreme(X, top))
@@ -168,10 +183,141 @@ def test_predict_never_returns_nan(heavy):
         model.predict(_extreme(X, 1e300))
 
 
-def test_predict_non_finite_output_raises(heavy, monkeypatch):
+def test_predict_non_finite_output_raises(heavy, monkeypatch, seeded_tiny_params):
     """If the net ever outputs NaN, predict raises instead of returning it."""
     X, y = heavy
-    model = MeasureTransformerRegressor(**TINY).fit(X, y)
+    model = MeasureTransformerRegressor(**seeded_tiny_params).fit(X, y)
     monkeypatch.setattr(type(model.net_), "predict", lambda self, X: np.full((8, 12, 2), np.nan, np.float32))
     with pytest.raises(FloatingPointError, match=r"non-finite predictions.*symlog"):
         model.predict(X)
+
+
+# --------------------------------------------------------------------------- #
+# a user transform's NaN is never returned nor trained on
+# --------------------------------------------------------------------------- #
+class _LogTransform(TransformerMixin, BaseEstimator):
+    """log(1 + x) whose inverse overflows to inf (and to NaN below -1)."""
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return np.log1p(np.abs(X))
+
+    def inverse_transform(self, X):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.sqrt(np.expm1(X) - 1e6)
+
+
+class _NanTransform(_LogTransform):
+    def transform(self, X):
+        out = np.array(X, dtype=np.float64)
+        out[0, 0] = np.nan
+        return out
+
+
+def test_predict_never_returns_a_user_inverse_transforms_nan(data, tiny_params):
+    X, y = data
+    model = MeasureTransformerRegressor(**tiny_params, transform=_LogTransform(), random_state=0).fit(X, y)
+    with pytest.raises(FloatingPointError, match="inverse_transform"):
+        model.predict(X)
+
+
+def test_a_transform_producing_nan_is_refused_before_training(data, tiny_params):
+    X, y = data
+    with pytest.raises(ValueError, match="produced NaN"):
+        MeasureTransformerRegressor(**tiny_params, transform=_NanTransform()).fit(X, y)
+
+
+def test_score_of_a_symlog_model_on_1e200_data(data, tiny_params):
+    X, y = data
+    model = MeasureTransformerRegressor(**tiny_params, transform="symlog", random_state=0).fit(X * 1e200, y * 1e200)
+    assert np.isfinite(model.score(X * 1e200, y * 1e200))
+    assert np.isfinite(model.set_params(score_space="symlog").score(X * 1e200, y * 1e200))
+
+
+# --------------------------------------------------------------------------- #
+# metrics across the float64 range
+# --------------------------------------------------------------------------- #
+SCALES = [1e-200, 1e-120, 1e120, 1e150, 1e200, 1e300]
+HOMOGENEOUS = {
+    "w1": (lambda a, b: wasserstein_distance(a, b), 1.0),
+    "w2": (lambda a, b: wasserstein_distance(a, b, p=2), 1.0),
+    "w3": (lambda a, b: wasserstein_distance(a, b, p=3), 1.0),
+    "sliced": (lambda a, b: wasserstein_distance(a, b, method="sliced", random_state=0), 1.0),
+    "energy": (lambda a, b: energy_distance(a, b), 1.0),
+    "energy_beta_0.5": (lambda a, b: energy_distance(a, b, beta=0.5), 0.5),
+    "mmd": (lambda a, b: mmd(a, b), 0.0),
+    "spread_ratio": (lambda a, b: spread_ratio(a, b), 0.0),
+    "correlation_of_identical": (lambda a, b: across_sample_correlation(a, a), 0.0),
+}
+
+
+@pytest.mark.parametrize("scale", SCALES)
+@pytest.mark.parametrize("name", HOMOGENEOUS)
+def test_metrics_are_homogeneous_across_the_float64_range(clouds, name, scale):
+    metric, degree = HOMOGENEOUS[name]
+    x, y = clouds
+    reference = metric(x, y)
+    assert np.isfinite(reference) and reference != 0
+    try:
+        value = metric(x * scale, y * scale)
+    except ValueError as exc:  # allowed only when the true value does not fit float64
+        assert "float64" in str(exc)
+        assert abs(degree * math.log10(scale) + math.log10(reference)) > 300
+        return
+    assert np.isfinite(value) and value != 0
+    np.testing.assert_allclose(value, reference * scale**degree if degree else reference, rtol=1e-9)
+
+
+def test_one_huge_measure_is_not_dropped_from_the_mean(clouds):
+    x, y = clouds
+    x, y = x.copy(), y.copy()
+    x[0] *= 1e200
+    y[0] *= 1e200
+    per_sample = energy_distance(x, y, multioutput="raw_values")
+    assert np.all(np.isfinite(per_sample))
+    assert energy_distance(x, y) == pytest.approx(per_sample.mean(), rel=1e-12)
+    assert energy_distance(x, y) > 1e199
+
+
+@pytest.mark.parametrize("p", [20, 60, 200])
+def test_large_p_neither_overflows_nor_vanishes(clouds, p):
+    x, y = clouds
+    exact = wasserstein_distance(x, y, p=p)
+    sliced = wasserstein_distance(x, y, p=p, method="sliced", random_state=0)
+    assert np.isfinite(exact) and exact > wasserstein_distance(x, y, p=2)
+    assert np.isfinite(sliced) and sliced > 0
+    # W_p grows with p towards the largest displacement of an optimal plan
+    assert exact <= max(np.abs(x).max(), np.abs(y).max()) * 2 * math.sqrt(2)
+
+
+def test_weights_whose_sum_overflows_are_normalised(clouds):
+    x, y = clouds
+    huge = np.full(x.shape[:2], 1e308)
+    assert wasserstein_distance(x, y, weights_true=huge) == pytest.approx(wasserstein_distance(x, y))
+    assert energy_distance(x, y, weights_true=huge) == pytest.approx(energy_distance(x, y))
+    np.testing.assert_allclose(attention_ess(x, weights=huge, random_state=0), attention_ess(x, random_state=0))
+    huge_samples = np.full(x.shape[0], 1e308)
+    assert energy_distance(x, y, sample_weight=huge_samples) == pytest.approx(energy_distance(x, y))
+
+
+def test_tiny_and_huge_bandwidths_are_computed_not_divided_by_zero(clouds):
+    x, y = clouds
+    # a bandwidth far below every distance: the kernel is the identity on coincident points
+    assert mmd(x, y, bandwidth=1e-200) == pytest.approx(1 / 15 + 1 / 11, rel=1e-9)
+    assert mmd(x * 1e200, y * 1e200, bandwidth=1e-200) == pytest.approx(1 / 15 + 1 / 11, rel=1e-9)
+    assert mmd(x, y, bandwidth=1e200) == 0.0  # every point at distance ~0: the measures coincide
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "poly", "log", "sigmoid", "softplus"])
+def test_attention_ess_at_extreme_scales(clouds, kernel):
+    x, _ = clouds
+    tiny = attention_ess(x * 1e-200, kernel, random_state=0)
+    np.testing.assert_allclose(tiny, 1.0)  # scores ~ 0: uniform attention
+    large = attention_ess(x * 1e150, kernel, random_state=0)
+    assert np.all(np.isfinite(large)) and np.all(large > 0)
+    if kernel == "softmax":
+        np.testing.assert_allclose(large, 1 / x.shape[1])  # one point takes all the weight
+    with pytest.raises(ValueError, match="float64 range.*symlog"):
+        attention_ess(x * 1e200, kernel, random_state=0)

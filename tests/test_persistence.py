@@ -15,19 +15,17 @@ from skorch.exceptions import DeviceWarning
 
 import sklearn_measattn
 from sklearn_measattn import MeasureTransformerRegressor
-from sklearn_measattn.datasets import make_matrix_inverse
-
-TINY = dict(d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, max_epochs=1, batch_size=8, random_state=0)
 
 
 @pytest.fixture(scope="module")
-def data():
-    return make_matrix_inverse(n_samples=8, n_points=10, tail="student_t", tail_index=2.0, random_state=0)
+def one_epoch_params(seeded_tiny_params):
+    """The seeded tiny regressor, trained one epoch."""
+    return {**seeded_tiny_params, "max_epochs": 1}
 
 
 @pytest.fixture(scope="module", params=[None, "symlog"], ids=["raw", "symlog"])
-def fitted(request, data):
-    return MeasureTransformerRegressor(**TINY, transform=request.param, kernel="sigmoid").fit(*data)
+def fitted(request, data, one_epoch_params):
+    return MeasureTransformerRegressor(**one_epoch_params, transform=request.param, kernel="sigmoid").fit(*data)
 
 
 def _joblib_round_trip(model):
@@ -49,8 +47,8 @@ def test_round_trip_identical_predictions(fitted, data, round_trip):
     assert loaded.device_ == fitted.device_ == "cpu"
 
 
-def test_unfitted_round_trip(data):
-    model = MeasureTransformerRegressor(**TINY)
+def test_unfitted_round_trip(data, one_epoch_params):
+    model = MeasureTransformerRegressor(**one_epoch_params)
     loaded = pickle.loads(pickle.dumps(model))
     assert loaded.get_params() == model.get_params()
     np.testing.assert_array_equal(loaded.fit(*data).predict(data[0]), model.fit(*data).predict(data[0]))
@@ -76,9 +74,9 @@ def _cuda_pickle(model, monkeypatch):
     return payload, tensor_payload
 
 
-def test_cuda_trained_model_loads_and_predicts_on_cpu(data, monkeypatch):
+def test_cuda_trained_model_loads_and_predicts_on_cpu(data, monkeypatch, one_epoch_params):
     X, y = data
-    model = MeasureTransformerRegressor(**TINY).fit(X, y)
+    model = MeasureTransformerRegressor(**one_epoch_params).fit(X, y)
     expected = model.predict(X)
     payload, tensor_payload = _cuda_pickle(model, monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

@@ -184,3 +184,23 @@ def test_does_not_modify_input():
     st_.transform(X)
     st_.inverse_transform(X)
     assert_array_equal(X, X_copy)
+
+
+# --------------------------------------------------------------------------- #
+# scales at the ends of the float range
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("scale", [1e-50, 1e-300, 1e40])
+def test_symlog_scale_outside_float32_stays_finite(scale):
+    X = np.array([[0.0, 1.0], [3e38, -2.0]], dtype=np.float32)
+    transformer = SymlogTransformer(scale=scale).fit(X)
+    Z = transformer.transform(X)
+    assert Z.dtype == np.float32 and np.all(np.isfinite(Z)) and np.all((Z == 0) == (X == 0))
+    back = transformer.inverse_transform(Z)
+    assert np.all(np.isfinite(back))
+    np.testing.assert_allclose(back, X, rtol=1e-4)
+
+
+def test_symlog_scale_that_loses_the_data_raises():
+    X = np.array([[1.0, -2.0]], dtype=np.float32)
+    with pytest.raises(ValueError, match="maps nonzero values of X"):
+        SymlogTransformer(scale=1e50).fit_transform(X)

@@ -15,13 +15,18 @@ from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
 from sklearn_measattn import MeasureTransformerRegressor  # noqa: E402
 from sklearn_measattn.datasets import make_matrix_inverse  # noqa: E402
 
-TINY = dict(d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, max_epochs=1, batch_size=8, random_state=0)
 GRID = {"kernel": ["log", "softmax"]}
 
 
-def _search(n_jobs):
+@pytest.fixture(scope="module")
+def one_epoch_params(seeded_tiny_params):
+    """The seeded tiny regressor, trained one epoch."""
+    return {**seeded_tiny_params, "max_epochs": 1}
+
+
+def _search(n_jobs, params):
     return GridSearchCV(
-        MeasureTransformerRegressor(**TINY),
+        MeasureTransformerRegressor(**params),
         GRID,
         cv=KFold(2),
         scoring=None,  # MeasureTransformerRegressor.score: the negative energy distance
@@ -48,16 +53,16 @@ def cluster():
     assert cluster.status.name in ("closed", "closing")
 
 
-def test_grid_search_over_kernels_on_dask_workers(cluster):
+def test_grid_search_over_kernels_on_dask_workers(cluster, one_epoch_params):
     from distributed import get_task_stream
 
     _, client = cluster
     X, y = make_matrix_inverse(n_samples=8, n_points=10, tail="student_t", tail_index=2.0, random_state=0)
 
-    serial = _search(n_jobs=1).fit(X, y)
+    serial = _search(n_jobs=1, params=one_epoch_params).fit(X, y)
 
     with get_task_stream(client) as stream, joblib.parallel_backend("dask"):
-        distributed_search = _search(n_jobs=-1).fit(X, y)
+        distributed_search = _search(n_jobs=-1, params=one_epoch_params).fit(X, y)
 
     # The search completed with every candidate scored, identically to the serial run.
     results = distributed_search.cv_results_

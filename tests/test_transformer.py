@@ -1,3 +1,4 @@
+import math
 import pickle
 
 import pytest
@@ -132,3 +133,19 @@ def test_resolved_backend_follows_a_changed_kernel_and_is_not_pickled():
     restored = pickle.loads(pickle.dumps(model))
     assert restored.blocks[0].attention._resolved_backends == {}
     torch.testing.assert_close(restored(torch.ones(1, 4, 2)), model(torch.ones(1, 4, 2)))
+
+
+def test_seeded_module_is_reproducible_and_leaves_the_global_generator_alone():
+    state = torch.get_rng_state()
+    a = MeasureTransformer(2, 2, d_model=8, n_heads=2, random_state=5)
+    b = MeasureTransformer(2, 2, d_model=8, n_heads=2, random_state=torch.Generator().manual_seed(5))
+    assert torch.equal(state, torch.get_rng_state())
+    for (name, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p, q), name
+        assert p.device.type == "cpu" and torch.isfinite(p).all()
+    c = MeasureTransformer(2, 2, d_model=8, n_heads=2, random_state=6)
+    assert not torch.equal(a.embedding.weight, c.embedding.weight)
+    # default initialisation statistics: nn.Linear's bound 1/sqrt(fan_in) on the biases
+    assert float(a.embedding.bias.detach().abs().max()) <= 1 / math.sqrt(2)
+    with pytest.raises(TypeError, match="random_state"):
+        MeasureTransformer(2, 2, random_state="seed")

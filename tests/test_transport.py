@@ -24,22 +24,28 @@ ATOL = 2e-5  # float32 rounding of a different grouping of the same sums
 
 @pytest.fixture(scope="module")
 def data():
+    """Ten measure pairs of 24 points (the ragged cuts below need these sizes), not the shared twelve of 16."""
     X, y = make_matrix_inverse(n_samples=10, n_points=24, tail="student_t", tail_index=2.0, random_state=0)
     return X, y
 
 
-_FITTED = {}
+@pytest.fixture(scope="module")
+def fitted(seeded_tiny_params):
+    """``fitted(backend, kernel, data, transform=None)``: the tiny regressor, two blocks deep, trained
+    one epoch with that backend, kernel and transform (once per module, then reused)."""
+    params = {**seeded_tiny_params, "n_layers": 2, "max_epochs": 1, "batch_size": 4, "device": "cpu"}
+    cache = {}
 
+    def fit(backend, kernel, data, transform=None):
+        key = (backend, kernel, None if transform is None else repr(transform))
+        if key not in cache:
+            X, y = data
+            cache[key] = MeasureTransformerRegressor(
+                **params, kernel=kernel, transform=transform, attention_backend=backend
+            ).fit(X, y)
+        return cache[key]
 
-def fitted(backend, kernel, data, transform=None):
-    key = (backend, kernel, None if transform is None else repr(transform))
-    if key not in _FITTED:
-        X, y = data
-        _FITTED[key] = MeasureTransformerRegressor(
-            kernel=kernel, transform=transform, attention_backend=backend, d_model=8, n_heads=2, n_layers=2,
-            dim_feedforward=16, max_epochs=1, batch_size=4, device="cpu", random_state=0,
-        ).fit(X, y)
-    return _FITTED[key]
+    return fit
 
 
 def ragged(X, lengths):
@@ -93,7 +99,7 @@ def test_module_transport_refuses_mismatched_points():
 
 # ------------------------------------------------------------ the estimator
 @pytest.mark.parametrize("backend, kernel", TRAINABLE_CPU_BACKENDS)
-def test_transport_of_the_context_is_predict(backend, kernel, data):
+def test_transport_of_the_context_is_predict(backend, kernel, data, fitted):
     X, _ = data
     model = fitted(backend, kernel, data)
     np.testing.assert_allclose(model.transport(X, X), model.predict(X), atol=ATOL, rtol=1e-5)
@@ -104,7 +110,7 @@ def test_transport_of_the_context_is_predict(backend, kernel, data):
 
 
 @pytest.mark.parametrize("backend, kernel", TRAINABLE_CPU_BACKENDS)
-def test_query_points_do_not_influence_each_other(backend, kernel, data):
+def test_query_points_do_not_influence_each_other(backend, kernel, data, fitted):
     X, _ = data
     model = fitted(backend, kernel, data)
     Z = np.random.default_rng(0).standard_normal((len(X), 60, 2)) * 3
@@ -122,7 +128,7 @@ def test_query_points_do_not_influence_each_other(backend, kernel, data):
         np.testing.assert_allclose(images_ragged[i], alone, atol=ATOL, rtol=1e-5)
 
 
-def test_more_queries_than_context_points_and_batches(data):
+def test_more_queries_than_context_points_and_batches(data, fitted):
     X, _ = data
     model = fitted("auto", "log", data)
     Z = np.random.default_rng(1).standard_normal((len(X), 500, 2))
@@ -131,7 +137,7 @@ def test_more_queries_than_context_points_and_batches(data):
 
 
 @pytest.mark.parametrize("transform", ["symlog", StandardScaler()], ids=["symlog", "scaler"])
-def test_fitted_transform_is_applied_to_the_points_and_inverted(transform, data):
+def test_fitted_transform_is_applied_to_the_points_and_inverted(transform, data, fitted):
     X, _ = data
     model = fitted("chunked", "log", data, transform=transform)
     Z = np.random.default_rng(2).standard_normal((len(X), 30, 2)) * 10
@@ -163,7 +169,7 @@ def test_fitted_transform_is_applied_to_the_points_and_inverted(transform, data)
     ],
     ids=["rank", "features", "nan", "measures", "ragged-measures", "ragged-features", "empty", "strings"],
 )
-def test_bad_points_are_refused_before_any_work(make_points, match, data, monkeypatch):
+def test_bad_points_are_refused_before_any_work(make_points, match, data, monkeypatch, fitted):
     X, _ = data
     model = fitted("chunked", "log", data)
 
@@ -175,7 +181,7 @@ def test_bad_points_are_refused_before_any_work(make_points, match, data, monkey
         model.transport(X, make_points(X))
 
 
-def test_bad_context_and_arguments_are_refused(data):
+def test_bad_context_and_arguments_are_refused(data, fitted):
     X, _ = data
     model = fitted("chunked", "log", data)
     with pytest.raises(ValueError, match="X has 3 features per point"):
