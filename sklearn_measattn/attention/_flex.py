@@ -31,8 +31,8 @@ def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
     shape ``(heads, 1, 1)``) is applied per head through its ``head(index)``;
     the tensor is captured by ``score_mod``, so its gradient comes from flex's
     backward. For a bounded-support kernel, a query whose keys all lie outside
-    the support (log-normaliser ``-inf``) gets the weighted mean of the values,
-    the package's rule for such queries.
+    the support gets the weighted mean of the values, the package's rule for
+    such queries; the values get one extra channel of ones to find those rows.
     """
     global _compiled_flex
     from torch.nn.attention.flex_attention import flex_attention
@@ -45,7 +45,11 @@ def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
     if _compiled_flex is None:
         _compiled_flex = torch.compile(flex_attention)
     bounded = kernel.support == "bounded"
-    v_unpadded = v
+    if bounded:
+        # A channel of ones: its output is the row's total weight, 1 or, for a
+        # query with no key in the support, exactly 0 (flex zeroes such rows).
+        v_in = v
+        v = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)
     n_queries, n_keys = q.shape[2], k.shape[2]
     padded_q, padded_k = _round_up(n_queries), _round_up(n_keys)
     if padded_k != n_keys:
@@ -78,18 +82,15 @@ def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
             return g(score, head) + key_log_weights[batch, kv_idx]
 
     with _recompile_limit():
-        if not bounded:
-            return _compiled_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)[:, :, :n_queries]
-        out, log_normalizer = _compiled_flex(
-            q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale, **_LOG_NORMALIZER_REQUEST
-        )
-    out, log_normalizer = out[:, :, :n_queries], _as_tensor(log_normalizer)[:, :, :n_queries]
+        out = _compiled_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale)[:, :, :n_queries]
+    if not bounded:
+        return out
+    out, total = out[..., :-1], out[..., -1:]
     if log_weights is None:
-        mean = v_unpadded.mean(dim=2, keepdim=True)
+        mean = v_in.mean(dim=2, keepdim=True)
     else:
-        point_weights = torch.softmax(log_weights.to(v.dtype), dim=-1)[:, None, :, None]
-        mean = (point_weights * v_unpadded).sum(dim=2, keepdim=True)
-    return torch.where(torch.isneginf(log_normalizer)[..., None], mean.expand_as(out), out)
+        mean = (torch.softmax(log_weights.to(v_in.dtype), dim=-1)[:, None, :, None] * v_in).sum(dim=2, keepdim=True)
+    return torch.where(total == 0, mean.expand_as(out), out)
 
 
 def _per_head_log_weight(log_weight):
@@ -97,22 +98,6 @@ def _per_head_log_weight(log_weight):
     if isinstance(getattr(log_weight, "degree", None), torch.Tensor) and hasattr(log_weight, "head"):
         return lambda score, head: log_weight.head(head)(score)
     return lambda score, head: log_weight(score)
-
-
-def _log_normalizer_request():
-    """The keyword that makes flex_attention also return the log-normaliser, in this torch's spelling."""
-    try:
-        from torch.nn.attention.flex_attention import AuxRequest
-    except ImportError:  # torch < 2.9
-        return {"return_lse": True}
-    return {"return_aux": AuxRequest(lse=True)}
-
-
-def _as_tensor(log_normalizer):
-    return getattr(log_normalizer, "lse", log_normalizer)
-
-
-_LOG_NORMALIZER_REQUEST = _log_normalizer_request()
 
 
 def _key_block_mask(present, n_queries, block=_FLEX_BLOCK):
