@@ -15,7 +15,12 @@ from sklearn_measattn.kernels import _poly_at_degree, get_kernel
 from sklearn_measattn.transformer import KernelMultiheadAttention, MeasureTransformer
 
 LEARN = {"kernel": "poly", "kernel_params": {"degree": "learn"}}
-SMALL = dict(d_model=8, n_heads=2, n_layers=2, dim_feedforward=16, batch_size=4, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def small_params(tiny_network):
+    """The tiny network two blocks deep (a degree per block), batches of four, seeded."""
+    return {**tiny_network, "n_layers": 2, "batch_size": 4, "random_state": 0}
 
 
 def learned_poly_attention(q, k, v, degree, log_weights, backend, chunk_size=None):
@@ -25,9 +30,9 @@ def learned_poly_attention(q, k, v, degree, log_weights, backend, chunk_size=Non
 
 
 @pytest.fixture(scope="module")
-def fitted():
+def fitted(small_params):
     X, y = make_matrix_inverse(n_samples=8, n_points=16, tail="pareto", tail_index=0.7, random_state=0)
-    model = MeasureTransformerRegressor(**LEARN, **SMALL, transform="symlog", max_epochs=3, lr=0.05).fit(X, y)
+    model = MeasureTransformerRegressor(**LEARN, **small_params, transform="symlog", max_epochs=3, lr=0.05).fit(X, y)
     return model, X, y
 
 
@@ -81,13 +86,13 @@ def test_forward_equals_poly_attention_at_each_heads_degree_and_gradients_reach_
     )
 
 
-def test_fit_exposes_the_learnt_degrees_and_training_moves_them(fitted):
+def test_fit_exposes_the_learnt_degrees_and_training_moves_them(fitted, small_params):
     model, X, _ = fitted
     degree = model.learned_kernel_params_["degree"]
     assert degree.shape == (2, 2) and bool((degree > 0).all())
     assert not np.allclose(degree, 1.0)  # trained, not left at the initial value
     assert model.net_.module_.resolve_attention_backends() == ["chunked", "chunked"]
-    fixed = MeasureTransformerRegressor(kernel="poly", **{**SMALL, "n_layers": 1}, max_epochs=1).fit(X[:4], X[:4])
+    fixed = MeasureTransformerRegressor(kernel="poly", **{**small_params, "n_layers": 1}, max_epochs=1).fit(X[:4], X[:4])
     assert fixed.learned_kernel_params_ == {}
     with pytest.raises(NotFittedError):
         MeasureTransformerRegressor(**LEARN).learned_kernel_params_  # noqa: B018

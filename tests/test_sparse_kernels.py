@@ -162,11 +162,10 @@ def test_auto_resolves_to_chunked_and_other_backends_refuse_clearly(name):
 
 
 @pytest.mark.parametrize("name", SPARSE_KERNEL_NAMES)
-def test_bounded_support_kernels_train_on_cpu(name):
+def test_bounded_support_kernels_train_on_cpu(name, tiny_network):
     X, y = make_matrix_inverse(n_samples=8, n_points=16, tail="pareto", tail_index=0.7, random_state=0)
     model = MeasureTransformerRegressor(
-        kernel=name, transform="symlog", d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4,
-        max_epochs=3, lr=1e-2, random_state=0,
+        kernel=name, transform="symlog", **tiny_network, batch_size=4, max_epochs=3, lr=1e-2, random_state=0,
     )
     before = MeasureTransformerRegressor(**{**model.get_params(), "max_epochs": 1}).fit(X, y)
     model.fit(X, y)
