@@ -186,4 +186,8 @@ def test_bad_user_kernels_fail_when_built(data, kernel, error, match, tiny_param
 
 def test_a_module_instance_is_a_valid_kernel(data, tiny_params):
     X, y = data
-    MeasureTransformerRegressor(**tiny_params, kernel=_KernelClass()).fit(X, y)
+    model = MeasureTransformerRegressor(**tiny_params, kernel=_KernelClass()).fit(X, y)
+    s = torch.linspace(-5.0, 5.0, 11)
+    for block in model.net_.module_.blocks:  # every layer attends with the module's log-weights g(s) = s
+        torch.testing.assert_close(block.attention.kernel.log_weight(s), s)
+    assert model.predict(X).shape == y.shape
