@@ -177,6 +177,7 @@ def test_flex_refuses_cpu_training():
         kernel_attention(q, k, v, "log", backend="flex")
 
 
+@pytest.mark.slow
 def test_flex_forward_on_cpu_compiles_once_per_bucket():
     """Compiled FlexAttention (forward) matches naive on CPU, with absent points
     (a whole key tile, scattered points, the padding) removed by its block mask,
@@ -217,6 +218,7 @@ def test_flex_block_mask_keeps_exactly_the_present_keys():
     assert torch.equal(kept, present)
 
 
+@pytest.mark.slow
 @needs_cuda
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 2e-3), (torch.bfloat16, 3e-2)])

@@ -209,6 +209,7 @@ def test_fused_status_reports_availability(monkeypatch):
     assert fused_status() == "unavailable: disabled by the environment variable MEASATTN_FUSED=0"
 
 
+@pytest.mark.slow
 def test_environment_variable_disables_the_build(tmp_path):
     code = (
         "from sklearn_measattn import _fused; import torch;"
@@ -239,6 +240,7 @@ def test_failed_compile_reports_the_compiler_error(tmp_path, monkeypatch):
     assert not list((tmp_path / "cache").glob("*.so"))
 
 
+@pytest.mark.slow
 @needs_fused
 def test_torch_compile_traces_the_fused_ops():
     """The ops have shape-only fake kernels, so torch.compile can trace a model
@@ -301,6 +303,7 @@ def build_lines(results):
     return sum(stderr.count("compiling the fused CPU kernels") for _, stderr, _ in results)
 
 
+@pytest.mark.slow
 @needs_fused
 def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
     compiler, log = fake_compiler(tmp_path)
@@ -315,6 +318,7 @@ def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
     assert "fused_attention.cpp" in line and " s" in line
 
 
+@pytest.mark.slow
 @needs_fused
 def test_corrupt_cached_library_is_rebuilt_once(tmp_path):
     compiler, log = fake_compiler(tmp_path)
@@ -331,6 +335,7 @@ def test_corrupt_cached_library_is_rebuilt_once(tmp_path):
     assert library.read_bytes() == Path(_fused._state["library"]).read_bytes()
 
 
+@pytest.mark.slow
 @needs_fused
 def test_unwritable_cache_falls_back_to_a_temporary_directory(tmp_path):
     compiler, log = fake_compiler(tmp_path)

@@ -77,6 +77,7 @@ def test_help(argv, capsys):
     assert "usage:" in out
 
 
+@pytest.mark.slow
 def test_help_subprocess():
     result = subprocess.run(
         [sys.executable, "-m", "sklearn_measattn", "--help"], capture_output=True, text=True, timeout=120
@@ -85,6 +86,7 @@ def test_help_subprocess():
     assert "compare" in result.stdout and "ess" in result.stdout and "diagnose" in result.stdout
 
 
+@pytest.mark.slow
 def test_compare_quick_end_to_end(tmp_path, capsys):
     out_csv = tmp_path / "results.csv"
     code = main(["compare", "--quick", "--seeds", "1", "--kernels", "softmax", "log", "--out", str(out_csv)])

@@ -98,6 +98,7 @@ def two_processes(tmp_path_factory, distributed_params):
     return load
 
 
+@pytest.mark.slow
 def test_two_processes_train_as_one_with_the_global_batch(two_processes, distributed_params):
     """Unshuffled, 2 processes x batch 2 take the steps of 1 process x batch 4; the replicas are identical."""
     first, second = two_processes("equivalence")
@@ -112,6 +113,7 @@ def test_two_processes_train_as_one_with_the_global_batch(two_processes, distrib
     np.testing.assert_allclose(first["history"], [e["train_loss"] for e in single.history_], rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_ragged_symlog_fit_predicts_alike_and_pickles_to_one_process(two_processes):
     first, second = two_processes("ragged")
     for a, b in zip(first["prediction"], second["prediction"]):
@@ -123,6 +125,7 @@ def test_ragged_symlog_fit_predicts_alike_and_pickles_to_one_process(two_process
     assert model.transform_X_ is not None and model.history_ is not None
 
 
+@pytest.mark.slow
 def test_failures_stop_every_process_with_a_clear_error(two_processes):
     first, second = two_processes("errors")
     for errors in (first, second):

@@ -367,6 +367,7 @@ def test_check_output_path_tries_the_write(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- #
 # studies in parallel
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 def test_study_in_parallel_gives_the_serial_table(tiny_network):
     params = dict(kernels=["softmax", "log"], transforms=[None], n_samples=8, n_points=12, n_test=3,
                   epochs=1, **tiny_network, device="cpu")

@@ -53,6 +53,7 @@ def cluster():
     assert cluster.status.name in ("closed", "closing")
 
 
+@pytest.mark.slow
 def test_grid_search_over_kernels_on_dask_workers(cluster, one_epoch_params):
     from distributed import get_task_stream
 

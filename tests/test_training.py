@@ -61,6 +61,7 @@ def test_threaded_fits_match_serial_fits_bit_for_bit(data, params, tiny_params):
     assert not np.array_equal(serial[0], serial[1])  # the seed matters
 
 
+@pytest.mark.slow
 def test_process_fits_match_serial_fits(data, tiny_params):
     """Bit-identical across processes when they use as many torch threads as this one
     (loky's default of one thread per worker changes the order of float reductions)."""
