@@ -5,8 +5,6 @@ from __future__ import annotations
 import inspect
 import warnings
 
-import torch
-
 _VERSION_KEY = "_sklearn_measattn_version"
 
 
@@ -25,7 +23,8 @@ class VersionStampMixin:
     """Pickle with the package version; refuse another major.minor version on load.
 
     A model trained on CUDA and loaded where CUDA is not available is moved to
-    the CPU with a warning (``device_`` becomes ``"cpu"``).
+    the CPU by skorch, with its ``DeviceWarning`` (``device_``, read from the
+    net, becomes ``"cpu"``).
     """
 
     def __getstate__(self):
@@ -55,14 +54,6 @@ class VersionStampMixin:
         for name, parameter in inspect.signature(type(self).__init__).parameters.items():
             if parameter.kind is parameter.KEYWORD_ONLY and name not in state:
                 state[name] = parameter.default
+        # Saved before the device became a property of the fitted net: the net's own device decides.
+        state.pop("device_", None)
         super().__setstate__(state)
-        device = self.__dict__.get("device_")
-        if isinstance(device, str) and device.startswith("cuda") and not torch.cuda.is_available():
-            warnings.warn(
-                f"This {type(self).__name__} was trained on device {device!r}, but CUDA is not "
-                "available here; it was loaded on the CPU (device_='cpu').",
-                UserWarning,
-                stacklevel=2,
-            )
-            self.device_ = "cpu"
-

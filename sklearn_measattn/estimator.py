@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -44,8 +45,21 @@ from .metrics import SCORING_SPACES, energy_distance, to_space
 
 __all__ = ["MeasureTransformerRegressor", "StopTraining"]
 
-_FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_", "device_")
+_FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_")
 _POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
+
+
+class _TrainingStart(NamedTuple):
+    """What training starts from: a fresh network and transforms, or the fitted ones (``resumed``)."""
+
+    net: object
+    transform_X: object
+    transform_y: object
+    inputs: dict
+    y_model: np.ndarray
+    n_features_in: int
+    n_features_out: int
+    resumed: bool
 
 
 class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimator):
@@ -355,7 +369,11 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         transforms, with the training parameters it now shows; see
         ``warm_start`` for which parameters may change between fits.
         """
-        return self._fit(X, y, epochs=None)
+        config = self._check_params()
+        if self.warm_start and hasattr(self, "net_"):
+            self._refuse_distributed_continuation()
+            return self._train(self._continued(X, y, config), epochs=None)
+        return self._train(self._initialized(X, y, config), epochs=None)
 
     def partial_fit(self, X, y):
         """Train for one more epoch (pass over ``X``), continuing from the fitted net.
@@ -400,25 +418,24 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         >>> len(model.history_)
         3
         """
-        return self._fit(X, y, epochs=1)
-
-    def _fit(self, X, y, *, epochs):
-        """Fit afresh, or continue the fitted net (warm start, partial fit) for ``epochs``."""
         config = self._check_params()
-        resume = hasattr(self, "net_") and (epochs is not None or self.warm_start)
-        if self.distributed and (epochs is not None or resume):
+        self._refuse_distributed_continuation()
+        start = self._continued(X, y, config) if hasattr(self, "net_") else self._initialized(X, y, config)
+        return self._train(start, epochs=1)
+
+    def _refuse_distributed_continuation(self):
+        if self.distributed:
             raise ValueError(
                 "distributed=True trains with fit from scratch; partial_fit and warm_start are not supported "
                 "with it. Fit with warm_start=False, or continue training in a single process with "
                 "distributed=False on a fresh estimator."
             )
-        if self.distributed:
-            config["device"] = distributed_device(config["device"])
-        if resume:
-            self._check_fixed_since_fit(config["device"])
+
+    def _checked_data(self, X, y, *, fitted):
+        """``X, x_weights, y, y_weights`` checked for training (against the fitted shapes when ``fitted``)."""
         X, x_weights = check_measures(X, input_name="X")
         y, y_weights = check_measures(y, input_name="y")
-        if resume:
+        if fitted:
             check_n_features(X, self.n_features_in_)
             check_n_features(y, self.n_features_out_, input_name="y")
         if X.shape[0] != y.shape[0]:
@@ -431,41 +448,60 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         if self.early_stopping:
             check_validation_split(X.shape[0], self.validation_fraction)
         probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
+        return X, x_weights, y, y_weights
 
-        if resume:
-            net, transform_X, transform_y = self.net_, self.transform_X_, self.transform_y_
-            fitted_params = getattr(self, "_fitted_params", None)  # None: pickled by an older version
-            X_model = transform_points(transform_X, X, "transform")
-            y_model = transform_points(transform_y, y, "transform")
-        else:
-            transform_X = make_transform(self.transform)
-            transform_y = make_transform(self.transform)
-            X_model = fit_transform_points(transform_X, X, x_weights)
-            y_model = fit_transform_points(transform_y, y, y_weights)
+    def _initialized(self, X, y, config):
+        """Check the data, fit the transforms on it and build a fresh network."""
+        if self.distributed:
+            config["device"] = distributed_device(config["device"])
+        X, x_weights, y, y_weights = self._checked_data(X, y, fitted=False)
+        transform_X = make_transform(self.transform)
+        transform_y = make_transform(self.transform)
+        X_model = fit_transform_points(transform_X, X, x_weights)
+        y_model = fit_transform_points(transform_y, y, y_weights)
+        check_float32_range(X_model, "X", self.transform)
+        check_float32_range(y_model, "y", self.transform)
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        if self.distributed:
+            check_same_data(X, y)
+            seed = broadcast_seed(seed)  # random_state=None draws one seed per process
+        net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed, distributed=self.distributed)
+        inputs = as_batch(X_model, x_weights, y_weights)
+        return _TrainingStart(net, transform_X, transform_y, inputs, y_model, X.shape[-1], y.shape[-1], resumed=False)
+
+    def _continued(self, X, y, config):
+        """Check the data and parameters against the fitted estimator and continue from its network."""
+        self._check_fixed_since_fit(config["device"])
+        X, x_weights, y, y_weights = self._checked_data(X, y, fitted=True)
+        X_model = transform_points(self.transform_X_, X, "transform")
+        y_model = transform_points(self.transform_y_, y, "transform")
         check_float32_range(X_model, "X", self.transform)
         check_float32_range(y_model, "y", self.transform)
         inputs = as_batch(X_model, x_weights, y_weights)
-        if not resume:
-            seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-            if self.distributed:
-                check_same_data(X, y)
-                seed = broadcast_seed(seed)  # random_state=None draws one seed per process
-            net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed, distributed=self.distributed)
+        return _TrainingStart(
+            self.net_, self.transform_X_, self.transform_y_, inputs, y_model, X.shape[-1], y.shape[-1], resumed=True
+        )
 
+    def _train(self, start, *, epochs):
+        """Train ``start.net`` for ``epochs`` (``None``: ``max_epochs``); the estimator is fitted only if it ends."""
+        net = start.net
+        # The parameters the net was trained with so far (None: pickled by an older version).
+        fitted_params = getattr(self, "_fitted_params", None)
         # A failed fit leaves the estimator unfitted, never half-fitted.
         for attribute in (*_FITTED_ATTRIBUTES, "_fitted_params"):
             self.__dict__.pop(attribute, None)
-        total = (len(net.history) if resume else 0) + (epochs or self.max_epochs)
+        total = (len(net.history) if start.resumed else 0) + (epochs or self.max_epochs)
         params = freeze_params(self.get_params(deep=False))
+        targets = start.y_model.astype(np.float32)
         try:
-            if resume:
+            if start.resumed:
                 update_net(net, self, fitted_params, net.loader_seed)
-                net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
+                net.partial_fit(start.inputs, targets, epochs=epochs)
             elif epochs is not None:
                 net.initialize()
-                net.partial_fit(inputs, y_model.astype(np.float32), epochs=epochs)
+                net.partial_fit(start.inputs, targets, epochs=epochs)
             else:
-                net.fit(inputs, y_model.astype(np.float32))
+                net.fit(start.inputs, targets)
         except (TrainingInterrupted, KeyboardInterrupt) as exc:
             # skorch would swallow Ctrl-C and leave a half-trained net that looks
             # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
@@ -482,14 +518,19 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name != "distributed_training"]
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
-        self.transform_X_ = transform_X
-        self.transform_y_ = transform_y
-        self.n_features_in_ = X.shape[-1]
-        self.n_features_out_ = y.shape[-1]
-        self.device_ = config["device"]
+        self.transform_X_ = start.transform_X
+        self.transform_y_ = start.transform_y
+        self.n_features_in_ = start.n_features_in
+        self.n_features_out_ = start.n_features_out
         # The parameters this net was trained with, which a warm start compares against.
         self._fitted_params = params
         return self
+
+    @property
+    def device_(self):
+        """The device the fitted net runs on (``"cpu"`` after loading a CUDA-trained model without CUDA)."""
+        check_is_fitted(self, "net_")
+        return str(self.net_.device)
 
     def _check_fixed_since_fit(self, device):
         """Refuse a warm start or partial fit after a change the fitted net cannot take."""

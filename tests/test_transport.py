@@ -74,13 +74,13 @@ def test_module_transport_identities(backend, kernel, norm_first):
 def test_module_transport_attends_to_the_context_only(monkeypatch):
     """The attention sees the N context points as keys and N + M queries: memory O(N + M), not O((N + M)^2)."""
     seen = []
-    original = transformer_module._dispatch
+    original = transformer_module.run_attention
 
     def recording(q, k, v, *args, **kwargs):
         seen.append((q.shape[2], k.shape[2], v.shape[2]))
         return original(q, k, v, *args, **kwargs)
 
-    monkeypatch.setattr(transformer_module, "_dispatch", recording)
+    monkeypatch.setattr(transformer_module, "run_attention", recording)
     model = MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=3, kernel="log", attention_backend="chunked",
                                random_state=0)
     with torch.no_grad():
