@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._training import check_float32_range, transform_points
 from ._validation import check_measures, check_n_features
 
-__all__ = ["batches", "evaluation", "network_inputs", "normalized_point_weights"]
+__all__ = ["batches", "evaluation", "network_inputs", "normalized_point_weights", "targets_from_network"]
 
 
 def network_inputs(model, X):
@@ -68,3 +68,27 @@ def batches(model, batch_size, *arrays):
             None if a is None else torch.as_tensor(a[start:stop], dtype=torch.float32, device=model.device_)
             for a in arrays
         ]
+
+
+def targets_from_network(model, y_model, largest_input, *, what="predictions"):
+    """The network's float64 outputs ``y_model`` in target units, refused when not finite.
+
+    ``largest_input`` is the largest ``|value|`` the network saw (quoted when its
+    outputs overflowed); ``what`` names the outputs in the messages.
+    """
+    if not np.all(np.isfinite(y_model)):
+        raise FloatingPointError(
+            f"The network produced non-finite {what} (largest |value| {largest_input:.3g} of its inputs "
+            "as the network sees them): the attention scores or activations overflowed float32 on extreme "
+            "points. Train with transform='symlog' so that inputs reach the network on a logarithmic "
+            "scale, or rescale the data."
+        )
+    y_pred = transform_points(model.transform_y_, y_model, "inverse_transform")
+    if not np.all(np.isfinite(y_pred)):
+        kind = "NaN" if np.any(np.isnan(y_pred)) else "inf"
+        raise FloatingPointError(
+            f"The network's {what} are finite, but transform={model.transform!r}'s inverse_transform "
+            f"turned some into {kind}. Check that transformer's inverse_transform on the range of these "
+            f"{what}, or use transform='symlog'."
+        )
+    return y_pred

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._distributed import broadcast_seed, check_same_data, distributed_device
 from ._hidden_similarity import trained_hidden_similarity
-from ._inference import network_inputs
+from ._inference import network_inputs, targets_from_network
 from ._persistence import VersionStampMixin
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
@@ -636,21 +636,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         X, x_weights, X_model = network_inputs(self, X)
         with torch.no_grad():
             y_model = self.net_.predict(as_batch(X_model, x_weights, None)).astype(np.float64)
-        if not np.all(np.isfinite(y_model)):
-            raise FloatingPointError(
-                f"The network produced non-finite predictions for X (largest |value| "
-                f"{float(np.max(np.abs(X_model))):.3g} as the network sees it): the attention scores "
-                "or activations overflowed float32 on extreme points. Train with transform='symlog' "
-                "so that inputs reach the network on a logarithmic scale, or rescale the data."
-            )
-        y_pred = transform_points(self.transform_y_, y_model, "inverse_transform")
-        if not np.all(np.isfinite(y_pred)):
-            kind = "NaN" if np.any(np.isnan(y_pred)) else "inf"
-            raise FloatingPointError(
-                f"The network's predictions are finite, but transform={self.transform!r}'s "
-                f"inverse_transform turned some into {kind}. Check that transformer's "
-                "inverse_transform on the range of these predictions, or use transform='symlog'."
-            )
+        y_pred = targets_from_network(self, y_model, float(np.max(np.abs(X_model))))
         if ragged:
             lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)
             return [y_pred[i, :n] for i, n in enumerate(lengths)]
