@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _fused
+from .._fused import build_seconds, fused_unavailable_reason
 from ..kernels import get_kernel
 from ._backends import check_chunk_size, resolve_backend, run_attention
 
@@ -123,10 +123,10 @@ def fused_status():
     >>> fused_status().split(" ")[0] in ("available", "unavailable:")
     True
     """
-    reason = _fused.fused_unavailable_reason()
+    reason = fused_unavailable_reason()
     if reason is not None:
         return f"unavailable: {reason}"
-    seconds = _fused.build_seconds()
+    seconds = build_seconds()
     return f"available (compiled in {seconds:.1f} s)" if seconds else "available (loaded from the cache)"
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .. import _fused
+from .._fused import fused_unavailable_reason
 from ._chunked import ChunkedKernelAttention, default_chunk
 from ._flex import kernel_flex_attention
 from ._fused_cpu import fused_supports, run_fused
@@ -100,7 +100,7 @@ _TABLE = {
     for backend in (
         _Backend("sdpa", _sdpa_supports, _sdpa_run, recomputes_weights=True),
         _Backend("flex", _flex_supports, _flex_run, auto_devices=("cuda",), recomputes_weights=True),
-        _Backend("fused", fused_supports, run_fused, unavailable=_fused.fused_unavailable_reason),
+        _Backend("fused", fused_supports, run_fused, unavailable=fused_unavailable_reason),
         _Backend("chunked", _every_request, _chunked_run),
         _Backend("naive", _every_request, _naive_run),
     )

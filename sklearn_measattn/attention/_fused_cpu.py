@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _fused
+from .._fused import KIND_LOG, KIND_POLY_INT, KIND_POLY_REAL, KIND_SIGMOID, KIND_SOFTMAX, KIND_SOFTPLUS
 
 # Tiles of the fused CPU backend: queries x keys per tile (the backward's three
 # float32 tiles of 128 x 512 take 768 KiB, inside a 1 MiB L2 cache). Measured on
@@ -31,9 +31,9 @@ def fused_kind(kernel):
         return None
     name, parameter = form
     if name == "poly":
-        return (_fused.KIND_POLY_INT if parameter in (1.0, 2.0, 3.0, 4.0) else _fused.KIND_POLY_REAL), parameter
-    kinds = {"softmax": _fused.KIND_SOFTMAX, "log": _fused.KIND_LOG, "sigmoid": _fused.KIND_SIGMOID,
-             "softplus": _fused.KIND_SOFTPLUS}
+        return (KIND_POLY_INT if parameter in (1.0, 2.0, 3.0, 4.0) else KIND_POLY_REAL), parameter
+    kinds = {"softmax": KIND_SOFTMAX, "log": KIND_LOG, "sigmoid": KIND_SIGMOID,
+             "softplus": KIND_SOFTPLUS}
     return kinds[name], parameter
 
 

@@ -16,10 +16,8 @@ import math
 import numbers
 import sys
 import time
-from contextlib import contextmanager
 
 import numpy as np
-import torch
 from joblib import Parallel, delayed
 from sklearn.model_selection import train_test_split
 
@@ -37,6 +35,7 @@ from ..metrics import (
     wasserstein_distance,
 )
 from ._report import format_number
+from ._threads import torch_threads
 
 __all__ = ["ROW_FIELDS", "compare_kernels", "compare_kernels_on_data", "print_progress"]
 
@@ -94,22 +93,6 @@ def _take(X, indices):
     if isinstance(X, np.ndarray):
         return X[indices]
     return [X[i] for i in indices]
-
-
-@contextmanager
-def torch_threads(n_threads):
-    """Run the block with ``n_threads`` torch intra-op threads (``None``: unchanged), then restore them.
-
-    Small tensors on a busy CPU run many times faster on one thread than on
-    several that wait for each other.
-    """
-    previous_threads = torch.get_num_threads()
-    if n_threads is not None:
-        torch.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads):

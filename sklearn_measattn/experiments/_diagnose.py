@@ -13,9 +13,9 @@ from .._validation import check_measures, check_positive
 from ..kernels import KERNEL_NAMES, get_kernel
 from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
 from ..preprocessing import symlog
-from ._compare import torch_threads
 from ._report import format_number, format_table
 from ._tails import _per_measure_tail_index, estimate_tail_index
+from ._threads import torch_threads
 
 __all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
 
