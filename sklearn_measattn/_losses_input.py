@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ._validation import check_comparable
+from ._validation import Choices, check_comparable
 
-_REDUCTIONS = ("mean", "sum", "none")
+#: How a loss combines its per-sample values (a constraint of every loss's table).
+REDUCTION = Choices(("mean", "sum", "none"))
 
 
 def as_cloud(t, name, like=None):
@@ -63,20 +64,6 @@ def prepare_clouds(x, y, x_weights, y_weights):
     a = normalized_weights(x_weights, x, "x_weights")
     b = normalized_weights(y_weights, y, "y_weights")
     return x, y, a, b
-
-
-def check_reduction(reduction):
-    """``"mean"``, ``"sum"`` or ``"none"``."""
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}.")
-    return reduction
-
-
-def check_normalize(normalize):
-    """Cost scale that the Sinkhorn loss's ``reg`` is relative to: ``"median"``, ``"max"`` or ``None``."""
-    if normalize not in ("median", "max", None):
-        raise ValueError(f"normalize must be 'median', 'max' or None, got {normalize!r}.")
-    return normalize
 
 
 def reduce(values, reduction):

@@ -7,10 +7,19 @@ ragged list of ``(n_points_i, n_features)`` arrays, which becomes a zero-padded
 
 from __future__ import annotations
 
+import math
 import numbers
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+    make_constraint,
+    validate_parameter_constraints,
+)
 from sklearn.utils.validation import check_array
 
 __all__ = [
@@ -18,8 +27,17 @@ __all__ = [
     "check_point_weights",
     "check_measure_pair",
     "check_n_features",
+    "combine_weights",
     "is_ragged",
     "NumberInterval",
+    "Choices",
+    "Described",
+    "parameter_constraints",
+    "check_keyword_arguments",
+    "POSITIVE_INT",
+    "POSITIVE_REAL",
+    "BETA",
+    "ORDER",
 ]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -277,8 +295,8 @@ def check_measure_pair(y_true, y_pred, *, weights_true=None, weights_pred=None):
     y_true, ragged_w_true = check_measures(y_true, input_name="y_true", dtype=np.float64)
     y_pred, ragged_w_pred = check_measures(y_pred, input_name="y_pred", dtype=np.float64)
     check_comparable(y_true, y_pred, ("y_true", "y_pred"))
-    w_true = _combine_weights(weights_true, ragged_w_true, y_true.shape, "weights_true")
-    w_pred = _combine_weights(weights_pred, ragged_w_pred, y_pred.shape, "weights_pred")
+    w_true = combine_weights(weights_true, ragged_w_true, y_true.shape, "weights_true")
+    w_pred = combine_weights(weights_pred, ragged_w_pred, y_pred.shape, "weights_pred")
     return y_true, y_pred, w_true, w_pred
 
 
@@ -300,7 +318,13 @@ def _pad_ragged_weights(weights, ragged_weights, shape, input_name):
     return padded
 
 
-def _combine_weights(weights, ragged_weights, shape, input_name):
+def combine_weights(weights, ragged_weights, shape, input_name):
+    """Per-point weights of a validated batch, each row normalised to sum to 1.
+
+    ``weights`` are the user's (``None``, an array, or ragged per-measure
+    vectors) and ``ragged_weights`` the 0/1 padding weights that
+    :func:`check_measures` returned for a ragged batch (or ``None``).
+    """
     if isinstance(weights, (list, tuple)) and len({np.shape(w) for w in weights}) > 1:
         weights = _pad_ragged_weights(weights, ragged_weights, shape, input_name)
     weights = check_point_weights(weights, shape, input_name=input_name)
@@ -328,12 +352,103 @@ def check_positive(value, name, *, integer=False, allow_zero=False, allow_none=F
     return int(value) if integer else float(value)
 
 
+# --------------------------------------------------------------------------- #
+# Hyper-parameter domains: scikit-learn constraints that can say why
+# --------------------------------------------------------------------------- #
+def _explained(domain, why):
+    return domain if why is None else f"{domain}: {why}"
+
+
 class NumberInterval(Interval):
     """A scikit-learn parameter constraint for numbers in an interval, refusing booleans.
 
     scikit-learn's ``Interval`` accepts ``True`` as the integer 1; a flag passed
-    where a size or a rate belongs is a mistake worth reporting.
+    where a size or a rate belongs is a mistake worth reporting. An open bound
+    at ``math.inf`` refuses infinity. ``why``, when given, follows the domain in
+    the error message: the reason the domain is what it is.
     """
+
+    def __init__(self, type, left, right, *, closed, why=None):
+        super().__init__(type, left, right, closed=closed)
+        self.why = why
 
     def is_satisfied_by(self, val):
         return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+    def __str__(self):
+        return _explained(super().__str__(), self.why)
+
+
+class Choices(StrOptions):
+    """scikit-learn's ``StrOptions``, listed in the order given (so messages do not vary), with an optional why."""
+
+    def __init__(self, options, *, why=None):
+        self.order = tuple(options)
+        super().__init__(set(self.order))
+        self.why = why
+
+    def __str__(self):
+        return _explained(f"a str among {{{', '.join(map(repr, self.order))}}}", self.why)
+
+
+class Described(HasMethods):
+    """Any scikit-learn constraint, worded in error messages as given (e.g. a callable and its call).
+
+    A subclass of ``HasMethods`` only because scikit-learn's ``make_constraint``
+    accepts instances of its own constraint classes alone.
+    """
+
+    def __init__(self, constraint, description):
+        super().__init__([])
+        self.constraint = make_constraint(constraint)
+        self.description = description
+
+    def is_satisfied_by(self, val):
+        return self.constraint.is_satisfied_by(val)
+
+    def __str__(self):
+        return self.description
+
+
+#: A size, a count or a number of iterations.
+POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
+#: A finite positive number: a rate, a tolerance, a bandwidth, a regularisation.
+POSITIVE_REAL = NumberInterval(Real, 0, math.inf, closed="neither")
+
+# The exponents of the distances between measures, one domain each, shared by
+# the numpy metrics and the torch training losses (both compute the distances
+# with the cores of ``_ot.py``).
+#: Exponent of the energy distance.
+BETA = NumberInterval(
+    Real, 0, 2, closed="neither",
+    why="only there is the energy distance a metric between measures (at beta=2 it compares means only; "
+    "beta=1 is the usual choice)",
+)
+#: Order of a Wasserstein distance (exact, sliced or entropic), or of a transport cost.
+ORDER = NumberInterval(Real, 1, math.inf, closed="left", why="W_p is not a metric below 1")
+
+
+def parameter_constraints(func):
+    """The constraint table of a function decorated with scikit-learn's ``validate_params``."""
+    return func._skl_parameter_constraints
+
+
+def check_keyword_arguments(func, kwargs, *, caller, refused=()):
+    """Check keyword arguments meant for ``func`` (bound now, passed at each later call) against its table.
+
+    ``func`` is decorated with scikit-learn's ``validate_params``; its table
+    names the keyword arguments it takes (those in ``refused`` excepted) and
+    their domains. Raises ``InvalidParameterError`` (a ``ValueError`` and a
+    ``TypeError``) for an argument ``func`` does not take, or for a value
+    outside its domain, naming ``func``: so a bad value fails when ``caller``
+    builds a loss or a scorer, not at its first call.
+    """
+    table = parameter_constraints(func)
+    accepted = [name for name in table if name not in refused]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        takes = f"the keyword arguments it takes are {', '.join(accepted)}" if accepted else "it takes none"
+        raise InvalidParameterError(
+            f"{caller} got unexpected keyword argument(s) {unknown}; for {func.__name__} {takes}."
+        )
+    validate_parameter_constraints(table, kwargs, caller_name=func.__qualname__)

@@ -30,26 +30,31 @@ parameters have the same ranges.
 from __future__ import annotations
 
 import functools
-import inspect
-import numbers
+from numbers import Integral
 
 import torch
+from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 from torch import nn
 
-from ._energy import check_backend as check_energy_backend
-from ._losses_input import check_normalize, check_reduction, prepare_clouds, reduce, split_points_weights
+from ._energy import BACKENDS as ENERGY_BACKENDS
+from ._losses_input import REDUCTION, prepare_clouds, reduce, split_points_weights
 from ._ot import (
-    check_beta,
-    check_n_projections,
-    check_order,
-    check_reg,
     distance_power,
     energy_distance_batch,
     entropic_transport_value,
     sinkhorn_plan,
     sliced_wasserstein_batch,
 )
-from ._validation import check_positive
+from ._validation import (
+    BETA,
+    ORDER,
+    POSITIVE_INT,
+    POSITIVE_REAL,
+    Choices,
+    Described,
+    NumberInterval,
+    check_keyword_arguments,
+)
 
 __all__ = [
     "LOSSES",
@@ -65,6 +70,14 @@ __all__ = [
 # --------------------------------------------------------------------------- #
 # losses
 # --------------------------------------------------------------------------- #
+# Each loss has one table of its keyword parameters and their domains, checked
+# by scikit-learn's ``validate_params`` at every call; :func:`get_loss` checks
+# the parameters it binds against the same table. The clouds and their weights
+# are checked by ``prepare_clouds``.
+@validate_params(
+    {"beta": [BETA], "reduction": [REDUCTION], "backend": [Choices(ENERGY_BACKENDS)]},
+    prefer_skip_nested_validation=True,
+)
 def energy_loss(x, y, x_weights=None, y_weights=None, *, beta=1.0, reduction="mean", backend="auto"):
     r"""Energy distance between weighted point clouds, batched.
 
@@ -127,26 +140,32 @@ def energy_loss(x, y, x_weights=None, y_weights=None, *, beta=1.0, reduction="me
     >>> energy_loss(x, x)
     tensor(0.)
     """
-    beta = check_beta(beta)
-    check_reduction(reduction)
-    check_energy_backend(backend)
     x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     return reduce(energy_distance_batch(x, a, y, b, beta, backend=backend), reduction)
 
 
 def _random_directions(n_projections, d, generator, like):
-    if isinstance(generator, numbers.Integral) and not isinstance(generator, bool):
+    if isinstance(generator, Integral):
         generator = torch.Generator().manual_seed(int(generator))
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be None, an int seed or a torch.Generator, got {type(generator).__name__}."
-        )
     device = generator.device if generator is not None else like.device
     theta = torch.randn(n_projections, d, generator=generator, device=device, dtype=like.dtype)
     theta = theta.to(like.device)
     return theta / theta.norm(dim=1, keepdim=True).clamp_min(torch.finfo(like.dtype).tiny)
 
 
+@validate_params(
+    {
+        "n_projections": [POSITIVE_INT],
+        "p": [ORDER],
+        "generator": [
+            None,
+            Described(NumberInterval(Integral, None, None, closed="neither"), "an int seed"),
+            Described(torch.Generator, "a torch.Generator"),
+        ],
+        "reduction": [REDUCTION],
+    },
+    prefer_skip_nested_validation=True,
+)
 def sliced_wasserstein_loss(
     x, y, x_weights=None, y_weights=None, *, n_projections=64, p=2, generator=None, reduction="mean"
 ):
@@ -198,9 +217,6 @@ def sliced_wasserstein_loss(
     >>> round(float(loss), 4)  # in 1-D the projections are +-x: exactly 3^2
     9.0
     """
-    n_projections = check_n_projections(n_projections)
-    p = check_order(p)
-    check_reduction(reduction)
     x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     theta = _random_directions(n_projections, x.shape[-1], generator, x)
     return reduce(sliced_wasserstein_batch(x, a, y, b, theta.T, p), reduction)
@@ -226,6 +242,18 @@ def _entropic_value(cost, a, b, eps, max_iter, tol):
     return entropic_transport_value(cost, plan, a, b, eps)
 
 
+@validate_params(
+    {
+        "reg": [POSITIVE_REAL],
+        "p": [ORDER],
+        "debias": ["boolean"],
+        "normalize": [Choices(("median", "max")), None],
+        "max_iter": [POSITIVE_INT],
+        "tol": [POSITIVE_REAL],
+        "reduction": [REDUCTION],
+    },
+    prefer_skip_nested_validation=True,
+)
 def sinkhorn_loss(
     x,
     y,
@@ -304,12 +332,6 @@ def sinkhorn_loss(
     >>> round(float(sinkhorn_loss(x, x + 2.0, debias=False)), 3)  # entropic bias
     4.137
     """
-    reg = check_reg(reg)
-    p = check_order(p)
-    check_normalize(normalize)
-    max_iter = check_positive(max_iter, "max_iter", integer=True)
-    tol = check_positive(tol, "tol")
-    check_reduction(reduction)
     x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     cost = distance_power(x, y, p)
     eps = reg * _cost_scale(cost, a, b, normalize)
@@ -320,6 +342,7 @@ def sinkhorn_loss(
     return reduce(value, reduction)
 
 
+@validate_params({"reduction": [REDUCTION]}, prefer_skip_nested_validation=True)
 def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
     """Paired mean squared error: point ``i`` of ``x`` against point ``i`` of ``y``.
 
@@ -357,7 +380,6 @@ def mse_loss(x, y, x_weights=None, y_weights=None, *, reduction="mean"):
     >>> round(float(mse_loss(torch.zeros(1, 3, 2), torch.ones(1, 3, 2))), 6)
     1.0
     """
-    check_reduction(reduction)
     x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     if x.shape[1] != y.shape[1]:
         raise ValueError(
@@ -387,16 +409,9 @@ LOSSES = {
 }
 """Built-in losses by name: ``"energy"``, ``"sliced"``, ``"sinkhorn"``, ``"mse"``."""
 
-_PARAM_CHECKS = {
-    "beta": check_beta,
-    "p": check_order,
-    "n_projections": check_n_projections,
-    "reg": check_reg,
-    "normalize": check_normalize,
-    "max_iter": lambda v: check_positive(v, "max_iter", integer=True),
-    "tol": lambda v: check_positive(v, "tol"),
-    "reduction": check_reduction,
-    "backend": check_energy_backend,
+# get_loss's own table; the parameters it binds are checked against the table of the loss they are for.
+_GET_LOSS_PARAMETERS = {
+    "name": [Choices(LOSSES), Described(callable, "a callable loss(x, y, x_weights=None, y_weights=None) -> torch.Tensor")],
 }
 
 
@@ -411,8 +426,9 @@ def get_loss(name, **params):
         (with ``params`` bound as keywords).
     **params
         Keyword parameters of the loss (e.g. ``beta=1.5`` for ``"energy"``,
-        ``n_projections=128`` for ``"sliced"``); checked now, not at the first
-        call.
+        ``n_projections=128`` for ``"sliced"``); for a named loss, checked now
+        against the loss's own table of parameters and domains, not at the
+        first call.
 
     Returns
     -------
@@ -422,9 +438,9 @@ def get_loss(name, **params):
     Raises
     ------
     ValueError
-        For an unknown name or an invalid parameter value.
-    TypeError
-        For a parameter the loss does not take.
+        For an unknown name, a parameter the loss does not take, or a value
+        outside its domain. The error, scikit-learn's
+        ``InvalidParameterError``, is also a ``TypeError``.
 
     Examples
     --------
@@ -435,23 +451,12 @@ def get_loss(name, **params):
     >>> float(loss(x, x))
     0.0
     """
-    if callable(name) and not isinstance(name, str):
-        return functools.partial(name, **params) if params else name
-    if not isinstance(name, str) or name not in LOSSES:
-        raise ValueError(
-            f"Unknown loss {name!r}. Valid choices are {sorted(LOSSES)} or a callable "
-            "loss(x, y, x_weights=None, y_weights=None)."
-        )
-    fn = LOSSES[name]
-    allowed = [
-        prm.name for prm in inspect.signature(fn).parameters.values() if prm.kind is prm.KEYWORD_ONLY
-    ]
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise TypeError(f"Loss {name!r} got unexpected parameter(s) {unknown}; it accepts {allowed}.")
-    for key, value in params.items():
-        if key in _PARAM_CHECKS:
-            _PARAM_CHECKS[key](value)
+    validate_parameter_constraints(_GET_LOSS_PARAMETERS, {"name": name}, caller_name="get_loss")
+    if isinstance(name, str):
+        fn = LOSSES[name]
+        check_keyword_arguments(fn, params, caller=f"get_loss({name!r})")
+    else:
+        fn = name
     return functools.partial(fn, **params) if params else fn
 
 

@@ -5,22 +5,24 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from joblib import Parallel, delayed
 from scipy.spatial.distance import cdist
 
-from .._validation import (
-    check_measure_pair,
-)
+from .._validation import Choices, check_measure_pair
 
-_MULTIOUTPUT = ("uniform_average", "raw_values")
+#: The domain of every metric's ``multioutput`` (a constraint of its table).
+_MULTIOUTPUT = Choices(("uniform_average", "raw_values"), why="the mean over samples, or one value per sample")
 
 
-def _check_multioutput(multioutput):
-    if not isinstance(multioutput, str) or multioutput not in _MULTIOUTPUT:
-        raise ValueError(
-            f"multioutput must be one of {', '.join(repr(m) for m in _MULTIOUTPUT)} "
-            f"(mean over samples, or one value per sample), got {multioutput!r}."
-        )
-    return multioutput
+def _real_or_none(value, name):
+    """A measured statistic as a float, or ``None`` when it was not measured (``None`` or NaN)."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number or None, got {value!r}.") from None
+    return None if math.isnan(value) else value
 
 
 def _check_sample_weight(sample_weight, n_samples):
@@ -123,13 +125,40 @@ def _support(x, w):
     return np.ascontiguousarray(x[keep]), w / w.sum()
 
 
-def _prepare(y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput):
-    multioutput = _check_multioutput(multioutput)
+def _prepare(y_true, y_pred, weights_true, weights_pred, sample_weight):
+    """The validated measures, their normalised point weights and the sample weights."""
     y_true, y_pred, w_true, w_pred = check_measure_pair(
         y_true, y_pred, weights_true=weights_true, weights_pred=weights_pred
     )
     sw = _check_sample_weight(sample_weight, y_true.shape[0])
-    return y_true, y_pred, w_true, w_pred, sw, multioutput
+    return y_true, y_pred, w_true, w_pred, sw
+
+
+def _per_sample_at_unit_scale(distance, y_true, y_pred, w_true, w_pred, *, extras=None, n_jobs=None):
+    """``distance(x, a, y, b, scale, *extras[i])`` of each pair of measures ``i``, as an array.
+
+    Each pair comes without its absent points (weights renormalised), divided
+    by ``scale``, the power of two just above its largest coordinate (see
+    :func:`_binary_scale`): ``distance`` computes at unit scale and scales its
+    result back by its degree of homogeneity. ``n_jobs`` joblib workers share
+    the pairs (``None``: 1).
+    """
+
+    def at_unit_scale(i):
+        x, a = _support(y_true[i], w_true[i])
+        y, b = _support(y_pred[i], w_pred[i])
+        scale = _binary_scale(x, y)
+        return x / scale, a, y / scale, b, scale
+
+    n_samples = y_true.shape[0]
+    extras = [()] * n_samples if extras is None else extras
+    if n_jobs is not None and n_jobs != 1:
+        jobs = (delayed(distance)(*at_unit_scale(i), *extras[i]) for i in range(n_samples))
+        return np.array(Parallel(n_jobs=n_jobs)(jobs), dtype=np.float64)
+    values = np.empty(n_samples)
+    for i in range(n_samples):  # a loop, not a comprehension: warnings count the frames above them
+        values[i] = distance(*at_unit_scale(i), *extras[i])
+    return values
 
 
 def _weighted_median(values, weights, tol=1e-9):

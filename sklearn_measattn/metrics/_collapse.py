@@ -52,12 +52,16 @@ collapsed, so the faces need not agree; each is reported separately.
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 
+from .._validation import POSITIVE_INT, NumberInterval
+from ._base import _real_or_none
 from ._diagnostics import across_sample_correlation, spread_ratio
 from ._distances import energy_distance, wasserstein_distance
-from ._scorer import _check_space, to_space
+from ._scorer import _SPACE, to_space
 
 __all__ = [
     "ATTENTION_ESS_THRESHOLD",
@@ -83,15 +87,8 @@ COLLAPSE_RULE = (
 
 
 def _below(value, threshold, name):
-    if value is None:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number or None, got {value!r}.") from None
-    if math.isnan(value):
-        return None
-    return bool(value < threshold)
+    value = _real_or_none(value, name)
+    return None if value is None else bool(value < threshold)
 
 
 def collapse_verdict(*, attention_ess=None, spread_ratio=None, across_correlation=None):
@@ -131,6 +128,17 @@ def collapse_verdict(*, attention_ess=None, spread_ratio=None, across_correlatio
     return {"attention": attention, "within": within, "across": across, "collapsed": collapsed}
 
 
+# estimator, X, y and y_pred are checked where they are used (the estimator's
+# methods, the metrics); layer against the estimator's depth by attention_ess.
+@validate_params(
+    {
+        "space": [_SPACE],
+        "layer": [NumberInterval(Integral, 0, None, closed="left")],
+        "max_queries": [POSITIVE_INT, None],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=False,
+)
 def collapse_diagnostics(
     estimator, X, y, *, y_pred=None, space="symlog", layer=0, max_queries=256, random_state=0
 ):
@@ -188,7 +196,6 @@ def collapse_diagnostics(
     >>> len(report["hidden_similarity"])  # after the embedding and after the one block
     2
     """
-    space = _check_space(space)
     if estimator is None:
         if y_pred is None:
             raise ValueError("collapse_diagnostics(None, ...) scores a given prediction: pass y_pred.")

@@ -8,13 +8,11 @@ import warnings
 import numpy as np
 import torch
 from scipy.stats import rankdata
-from numbers import Integral
-
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_params
 
-from .._validation import Choices, NumberInterval, check_measure_pair, check_measures, combine_weights
+from .._validation import POSITIVE_INT, Choices, check_measure_pair, check_measures, combine_weights
 from ..attention import query_ess_fractions
 from ..kernels import get_kernel
 from ._base import (
@@ -243,18 +241,15 @@ def _check_scores_finite(q, k, sample):
         )
 
 
-_POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
-
-
 # X, its weights and the projections are checked by check_measures,
 # combine_weights and _check_projections; the kernel by get_kernel.
 @validate_params(
     {
         "kernel_params": [dict, None],
-        "d_head": [_POSITIVE_INT, None],
-        "n_draws": [_POSITIVE_INT],
+        "d_head": [POSITIVE_INT, None],
+        "n_draws": [POSITIVE_INT],
         "per_query": ["boolean"],
-        "max_queries": [_POSITIVE_INT, None],
+        "max_queries": [POSITIVE_INT, None],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,

@@ -2,45 +2,45 @@
 
 from __future__ import annotations
 
+import functools
 import math
-import numbers
 import warnings
+from numbers import Integral
 
 import numpy as np
 import ot
-from joblib import Parallel, delayed
 from scipy.spatial.distance import cdist
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_params
 
-from .. import _ot  # the distances, shared with the training losses
-from .._validation import check_positive
+# the distances and their parameters' domains, shared with the training losses
+from .._ot import distance_power, energy_distance_batch, sinkhorn_plan, sliced_wasserstein_batch
+from .._validation import BETA, ORDER, POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 from ._base import (
+    _MULTIOUTPUT,
     _aggregate,
     _binary_scale,
+    _per_sample_at_unit_scale,
     _prepare,
-    _support,
     _times_power,
     _weighted_median,
 )
 
-_WASSERSTEIN_METHODS = ("exact", "sliced", "sinkhorn")
+# The measures, their point weights and the sample weights are in no table:
+# ``_prepare`` checks them (``_validation.check_measure_pair``).
 
 
-def _wasserstein_one(x, a, y, b, p, method, reg, projections):
-    x, a = _support(x, a)
-    y, b = _support(y, b)
-    # W_p is homogeneous of degree 1: solve at unit scale, scale the result back.
-    scale = _binary_scale(x, y)
-    x, y = x / scale, y / scale
+def _wasserstein_one(x, a, y, b, scale, p, method, reg, projections):
+    # W_p is homogeneous of degree 1: solved at unit scale, the result scaled back.
     if method == "sliced":
-        return float(scale * _ot.sliced_wasserstein_batch(x[None], a[None], y[None], b[None], projections, p, root=True)[0])
-    distances = _ot.distance_power(x[None], y[None], 1)[0]
+        return float(scale * sliced_wasserstein_batch(x[None], a[None], y[None], b[None], projections, p, root=True)[0])
+    distances = distance_power(x[None], y[None], 1)[0]
     if float(distances.max()) == 0.0:
         return 0.0
     # Costs relative to the largest distance (a power of two): for large p the
     # raw |x - y|^p would overflow.
     largest = _binary_scale(distances)
-    M = _ot.distance_power(x[None] / largest, y[None] / largest, p)[0]
+    M = distance_power(x[None] / largest, y[None] / largest, p)[0]
     if method == "exact":
         plan = ot.emd(a, b, M, numItermax=max(100000, 50 * x.shape[0] * y.shape[0]))
         cost = float(np.sum(plan * M))
@@ -66,7 +66,7 @@ def _sinkhorn_cost(a, b, M, reg, unit, p):
             f"{unit:.3g}^{p:g}); reg is absolute, in units of |x - y|^p. Use "
             "method='exact' or 'sliced', which work at every scale."
         )
-    plan, violation = _ot.sinkhorn_plan(
+    plan, violation = sinkhorn_plan(
         M[None], a[None], b[None], np.array([reg_scaled]), max_iter=_SINKHORN_MAX_ITER, tol=_SINKHORN_TOL
     )
     cost = float(np.sum(plan * M))
@@ -81,29 +81,27 @@ def _sinkhorn_cost(a, b, M, reg, unit, p):
             f"Sinkhorn did not converge in {_SINKHORN_MAX_ITER} iterations (marginals off by "
             f"{float(violation[0]):.2g}); raise reg (absolute, in units of |x - y|^p) or use method='exact'.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=6,  # the caller of wasserstein_distance, above its parameter check
         )
     return cost
 
 
-def _check_wasserstein_params(*, p, method, n_projections, reg, n_jobs):
-    """Check the hyper-parameters of :func:`wasserstein_distance`; return ``p``, ``n_projections``, ``reg``."""
-    p = _ot.check_order(p)
-    if not isinstance(method, str) or method not in _WASSERSTEIN_METHODS:
-        raise ValueError(
-            f"Unknown method {method!r}; valid methods are "
-            f"{', '.join(repr(m) for m in _WASSERSTEIN_METHODS)}."
-        )
-    n_projections = _ot.check_n_projections(n_projections)
-    reg = _ot.check_reg(reg)
-    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
-        raise ValueError(
-            f"n_jobs must be None, a positive number of workers or a negative one (-1: all cores, "
-            f"as in joblib), got {n_jobs!r}."
-        )
-    return p, n_projections, reg
-
-
+@validate_params(
+    {
+        "p": [ORDER],
+        "method": [Choices(("exact", "sliced", "sinkhorn"))],
+        "n_projections": [POSITIVE_INT],
+        "reg": [POSITIVE_REAL],
+        "multioutput": [_MULTIOUTPUT],
+        "n_jobs": [
+            None,
+            NumberInterval(Integral, None, -1, closed="right"),
+            NumberInterval(Integral, 1, None, closed="left", why="-1 means all cores, as in joblib"),
+        ],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def wasserstein_distance(
     y_true,
     y_pred,
@@ -200,12 +198,7 @@ def wasserstein_distance(
     >>> wasserstein_distance(y_true, y_true + [3.0, 4.0], p=2, multioutput="raw_values")
     array([5.])
     """
-    p, n_projections, reg = _check_wasserstein_params(
-        p=p, method=method, n_projections=n_projections, reg=reg, n_jobs=n_jobs
-    )
-    y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
-        y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
-    )
+    y_true, y_pred, w_true, w_pred, sw = _prepare(y_true, y_pred, weights_true, weights_pred, sample_weight)
     n_samples, _, n_features = y_true.shape
     projections = [None] * n_samples
     if method == "sliced":
@@ -214,25 +207,23 @@ def wasserstein_distance(
         for _ in range(n_samples):
             theta = rng.standard_normal((n_features, n_projections))
             projections.append(theta / np.linalg.norm(theta, axis=0, keepdims=True))
-    jobs = (
-        delayed(_wasserstein_one)(y_true[i], w_true[i], y_pred[i], w_pred[i], p, method, reg, projections[i])
-        for i in range(n_samples)
+    values = _per_sample_at_unit_scale(
+        _wasserstein_one, y_true, y_pred, w_true, w_pred,
+        extras=[(p, method, reg, theta) for theta in projections], n_jobs=n_jobs,
     )
-    if n_jobs is None or n_jobs == 1:
-        values = [fn(*args, **kw) for fn, args, kw in jobs]
-    else:
-        values = Parallel(n_jobs=n_jobs)(jobs)
     return _aggregate(values, sw, multioutput)
 
 
 # --------------------------------------------------------------------------- #
 # energy distance and MMD
 # --------------------------------------------------------------------------- #
-def _check_energy_params(*, beta):
-    """Check the hyper-parameter of :func:`energy_distance`; return ``beta``."""
-    return _ot.check_beta(beta)
+def _energy_one(x, a, y, b, scale, beta):
+    # E is homogeneous of degree beta: computed at unit scale, scaled back.
+    unit = max(float(energy_distance_batch(x[None], a[None], y[None], b[None], beta)[0]), 0.0)
+    return _times_power(unit, scale, beta, "energy distance")
 
 
+@validate_params({"beta": [BETA], "multioutput": [_MULTIOUTPUT]}, prefer_skip_nested_validation=True)
 def energy_distance(
     y_true,
     y_pred,
@@ -300,19 +291,8 @@ def energy_distance(
     >>> energy_distance(y_true, y_true + 2.0)  # 2*2 - 0.5 - 0.5
     3.0
     """
-    beta = _check_energy_params(beta=beta)
-    y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
-        y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
-    )
-    values = np.empty(y_true.shape[0])
-    for i in range(y_true.shape[0]):
-        x, a = _support(y_true[i], w_true[i])
-        y, b = _support(y_pred[i], w_pred[i])
-        # E is homogeneous of degree beta: computed at unit scale, scaled back.
-        scale = _binary_scale(x, y)
-        x, y = x / scale, y / scale
-        unit = max(float(_ot.energy_distance_batch(x[None], a[None], y[None], b[None], beta)[0]), 0.0)
-        values[i] = _times_power(unit, scale, beta, "energy distance")
+    y_true, y_pred, w_true, w_pred, sw = _prepare(y_true, y_pred, weights_true, weights_pred, sample_weight)
+    values = _per_sample_at_unit_scale(functools.partial(_energy_one, beta=beta), y_true, y_pred, w_true, w_pred)
     return _aggregate(values, sw, multioutput)
 
 
@@ -323,15 +303,28 @@ def _median_bandwidth(z, c):
     return h if h > 0 else 1.0
 
 
-def _check_mmd_params(*, bandwidth):
-    """Check the hyper-parameter of :func:`mmd`; return ``bandwidth``."""
-    if isinstance(bandwidth, str):
-        if bandwidth != "median":
-            raise ValueError(f"bandwidth must be a positive float or 'median', got {bandwidth!r}.")
-        return bandwidth
-    return check_positive(bandwidth, "bandwidth")
+def _mmd_one(x, a, y, b, scale, bandwidth):
+    # The kernel depends on |x - y| / h only: both measures at unit scale.
+    if bandwidth == "median":
+        log_h = math.log(_median_bandwidth(np.concatenate([x, y]), np.concatenate([a, b]) / 2.0))
+    else:
+        log_h = math.log(bandwidth) - math.log(scale)
+
+    def gram(u, v):
+        # log(0) = -inf on the diagonal gives kernel 1; overflow to inf, kernel 0
+        with np.errstate(divide="ignore", over="ignore"):
+            return np.exp(-0.5 * np.exp(2.0 * (np.log(cdist(u, v)) - log_h)))
+
+    return max(a @ gram(x, x) @ a + b @ gram(y, y) @ b - 2.0 * (a @ gram(x, y) @ b), 0.0)
 
 
+@validate_params(
+    {
+        "bandwidth": [Choices(("median",)), POSITIVE_REAL],
+        "multioutput": [_MULTIOUTPUT],
+    },
+    prefer_skip_nested_validation=True,
+)
 def mmd(
     y_true,
     y_pred,
@@ -393,26 +386,8 @@ def mmd(
     >>> round(mmd(y_true, y_true + 100.0, bandwidth=1.0), 6)  # far apart: (1 + exp(-1/2)) / 2 * 2
     1.606531
     """
-    bandwidth = _check_mmd_params(bandwidth=bandwidth)
-    y_true, y_pred, w_true, w_pred, sw, multioutput = _prepare(
-        y_true, y_pred, weights_true, weights_pred, sample_weight, multioutput
+    y_true, y_pred, w_true, w_pred, sw = _prepare(y_true, y_pred, weights_true, weights_pred, sample_weight)
+    values = _per_sample_at_unit_scale(
+        functools.partial(_mmd_one, bandwidth=bandwidth), y_true, y_pred, w_true, w_pred
     )
-    values = np.empty(y_true.shape[0])
-    for i in range(y_true.shape[0]):
-        x, a = _support(y_true[i], w_true[i])
-        y, b = _support(y_pred[i], w_pred[i])
-        # The kernel depends on |x - y| / h only: measure both at unit scale.
-        scale = _binary_scale(x, y)
-        x, y = x / scale, y / scale
-        if bandwidth == "median":
-            log_h = math.log(_median_bandwidth(np.concatenate([x, y]), np.concatenate([a, b]) / 2.0))
-        else:
-            log_h = math.log(bandwidth) - math.log(scale)
-
-        def gram(u, v, log_h=log_h):
-            # log(0) = -inf on the diagonal gives kernel 1; overflow to inf, kernel 0
-            with np.errstate(divide="ignore", over="ignore"):
-                return np.exp(-0.5 * np.exp(2.0 * (np.log(cdist(u, v)) - log_h)))
-
-        values[i] = max(a @ gram(x, x) @ a + b @ gram(y, y) @ b - 2.0 * (a @ gram(x, y) @ b), 0.0)
     return _aggregate(values, sw, multioutput)

@@ -47,6 +47,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._validation import check_measures
+from ._base import _real_or_none
 
 __all__ = ["LEARNED_MARGIN", "LEARNED_RULE", "REFERENCE_NAMES", "learned_verdict", "reference_predictions"]
 
@@ -60,16 +61,6 @@ LEARNED_RULE = (
     f"learned = held-out energy [symlog] < {LEARNED_MARGIN:g} x the lower of the 'pooled' and 'identity' rows "
     "(predictions that need no model: the pooled training targets, the input itself)."
 )
-
-
-def _finite_or_none(value, name):
-    if value is None:
-        return None
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number or None, got {value!r}.") from None
-    return None if math.isnan(value) else value
 
 
 def learned_verdict(energy, *, pooled=None, identity=None, oracle=None):
@@ -109,8 +100,8 @@ def learned_verdict(energy, *, pooled=None, identity=None, oracle=None):
     >>> learned_verdict(0.05, pooled=0.06, oracle=0.055)["learned"] is None  # the data cannot tell
     True
     """
-    energy = _finite_or_none(energy, "energy")
-    rows = {name: _finite_or_none(value, name) for name, value in (("pooled", pooled), ("identity", identity))}
+    energy = _real_or_none(energy, "energy")
+    rows = {name: _real_or_none(value, name) for name, value in (("pooled", pooled), ("identity", identity))}
     rows = {name: value for name, value in rows.items() if value is not None}
     if not rows:
         return {"learned": None, "baseline": None, "baseline_energy": math.nan, "ratio": math.nan}
@@ -119,7 +110,7 @@ def learned_verdict(energy, *, pooled=None, identity=None, oracle=None):
     if energy is None:
         return {"learned": None, "baseline": baseline, "baseline_energy": reference, "ratio": math.nan}
     ratio = energy / reference if reference > 0 else math.inf
-    oracle = _finite_or_none(oracle, "oracle")
+    oracle = _real_or_none(oracle, "oracle")
     undecidable = oracle is not None and not oracle < LEARNED_MARGIN * reference
     return {"learned": None if undecidable else bool(ratio < LEARNED_MARGIN), "baseline": baseline,
             "baseline_energy": reference, "ratio": ratio}

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
 from sklearn.metrics import make_scorer
+from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 
-from .._validation import (
-    is_ragged,
-)
+from .._validation import Choices, Described, check_keyword_arguments, is_ragged
 from ..preprocessing import symlog
 from ._base import _aggregate, _check_sample_weight
 from ._diagnostics import spread_ratio
-from ._distances import (
-    _check_energy_params,
-    _check_mmd_params,
-    _check_wasserstein_params,
-    energy_distance,
-    mmd,
-    wasserstein_distance,
-)
+from ._distances import energy_distance, mmd, wasserstein_distance
 
 
 def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=None, sample_weight=None):
@@ -42,46 +35,46 @@ def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=Non
     return _aggregate(deviation, sw, "uniform_average", undefined_ok=True)
 
 
+_NONE = MappingProxyType({})
+
+
 class _ScoredMetric(NamedTuple):
     """One row of the scorer table."""
 
-    #: The public metric, whose signature and hyper-parameter checks apply.
+    #: The public metric, whose table of parameters and domains applies.
     func: Callable
-    #: What the scorer minimises (the metric itself for distances).
-    scored: Callable
-    #: Arguments that define this metric (a user may not change them).
-    fixed: dict
-    #: Arguments the scorer sets unless the user gives them.
-    defaults: dict
     #: Short name for make_measure_scorer, or None.
-    alias: str | None
+    alias: str | None = None
     #: get_scorer name (a symlog variant is named ``<scorer>_symlog``), or None.
-    scorer: str | None
-    #: Name of the module-level scorer object, also accepted by get_scorer.
-    scorer_object: str | None
+    scorer: str | None = None
+    #: Arguments that define this metric (a user may not change them).
+    fixed: Mapping = _NONE
+    #: Arguments the scorer sets unless the user gives them.
+    defaults: Mapping = _NONE
+    #: What the scorer minimises, where it is not ``func`` itself.
+    scored: Callable | None = None
 
+
+# A scorer must give the same score to the same predictions on every call
+# (GridSearchCV compares candidates by it): the sliced method's projections are seeded.
+_SEEDED = MappingProxyType({"random_state": 0})
 
 # The one table of scorers: make_measure_scorer(name) and get_scorer(scorer
 # name) both build from it, so the two spellings of a scorer are one object.
 # What each scorer minimises, in one place: the metric itself for distances,
 # |log ratio| for the spread ratio, whose ideal is 1 (scoring the ratio itself
-# would reward collapsed models). A scorer must give the same score to the same
-# predictions on every call (GridSearchCV compares candidates by it), so the
-# Wasserstein scorers fix the seed of the sliced method's projections.
+# would reward collapsed models).
 _METRICS = {
-    "energy_distance": _ScoredMetric(
-        energy_distance, energy_distance, {}, {}, "energy", "neg_energy_distance", "neg_energy_scorer"
-    ),
+    "energy_distance": _ScoredMetric(energy_distance, alias="energy", scorer="neg_energy_distance"),
     "wasserstein_distance": _ScoredMetric(
-        wasserstein_distance, wasserstein_distance, {}, {"random_state": 0}, "wasserstein",
-        "neg_wasserstein_distance", "neg_wasserstein_scorer",
+        wasserstein_distance, alias="wasserstein", scorer="neg_wasserstein_distance", defaults=_SEEDED
     ),
     "sliced_wasserstein_distance": _ScoredMetric(
-        wasserstein_distance, wasserstein_distance, {"method": "sliced"}, {"random_state": 0},
-        "sliced_wasserstein", "neg_sliced_wasserstein_distance", "neg_sliced_wasserstein_scorer",
+        wasserstein_distance, alias="sliced_wasserstein", scorer="neg_sliced_wasserstein_distance",
+        fixed=MappingProxyType({"method": "sliced"}), defaults=_SEEDED,
     ),
-    "mmd": _ScoredMetric(mmd, mmd, {}, {}, None, "neg_mmd", "neg_mmd_scorer"),
-    "spread_ratio": _ScoredMetric(spread_ratio, _spread_log_deviation, {}, {}, None, None, None),
+    "mmd": _ScoredMetric(mmd, scorer="neg_mmd"),
+    "spread_ratio": _ScoredMetric(spread_ratio, scored=_spread_log_deviation),
 }
 # Short names, as in ``make_measure_scorer("energy", space="symlog")``.
 _METRIC_ALIASES = {row.alias: name for name, row in _METRICS.items() if row.alias is not None}
@@ -89,29 +82,25 @@ _METRIC_ALIASES = {row.alias: name for name, row in _METRICS.items() if row.alia
 # Arguments a scorer supplies itself, call by call: ``sample_weight`` comes with
 # each call, a scorer returns one number (``multioutput``), and point weights
 # belong to the measures being scored (a fixed array cannot follow the splits
-# of a cross-validation).
+# of a cross-validation). A callable metric may take all but ``sample_weight``.
+_POINT_WEIGHTS = "point weights belong to the measures scored, which change with every split"
 _SCORER_OWNED = {
     "sample_weight": "it comes with each call, scorer(estimator, X, y, sample_weight=...)",
     "multioutput": "a scorer returns one number, the (weighted) mean over samples",
-    "weights_true": "point weights belong to the measures scored, which change with every split",
-    "weights_pred": "point weights belong to the measures scored, which change with every split",
+    "weights_true": _POINT_WEIGHTS,
+    "weights_pred": _POINT_WEIGHTS,
 }
 
 #: Spaces a measure can be scored in: as given, or after ``symlog`` of every coordinate.
 SCORING_SPACES = ("raw", "symlog")
+_SPACE = Choices(
+    SCORING_SPACES,
+    why="'symlog' compares sign(y) * log1p(|y|) of every coordinate, which keeps distances finite and not "
+    "dominated by a few extreme points on heavy-tailed (infinite-moment) data",
+)
 
 
-def _check_space(space):
-    """Validate a scoring space name; return it."""
-    if not isinstance(space, str) or space not in SCORING_SPACES:
-        raise ValueError(
-            f"space must be one of {', '.join(map(repr, SCORING_SPACES))}, got {space!r}; 'symlog' "
-            "compares sign(y) * log1p(|y|) of every coordinate, which keeps distances finite and "
-            "not dominated by a few extreme points on heavy-tailed (infinite-moment) data."
-        )
-    return space
-
-
+@validate_params({"space": [_SPACE]}, prefer_skip_nested_validation=True)
 def to_space(y, space):
     """Return measures ``y`` (3-D array or list of 2-D arrays) as seen in scoring ``space``.
 
@@ -145,7 +134,6 @@ def to_space(y, space):
     >>> to_space(np.array([[[0.0, -1e6]]]), "symlog").round(2)
     array([[[  0.  , -13.82]]])
     """
-    space = _check_space(space)
     if space == "raw":
         return y
     if is_ragged(y):
@@ -199,8 +187,9 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
         models by the whole ensemble. The model still predicts in raw space.
     **kwargs
         Fixed keyword arguments passed to the metric (e.g. ``p=2``); checked
-        now, against the signature of the function the scorer calls and with
-        the metric's own checks of its values, not at scoring time. For named
+        now, not at scoring time: for a named metric against the metric's own
+        table of parameters and domains (the one the metric checks its
+        arguments with), for a callable against its signature. For named
         metrics ``sample_weight`` (passed with each call), ``multioutput`` (a
         scorer returns one number) and ``weights_true`` / ``weights_pred``
         (they belong to the measures scored) are refused. The Wasserstein
@@ -219,8 +208,10 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
     ValueError
         For an unknown metric name, a keyword argument the metric does not
         accept or that a scorer supplies itself, or an invalid value of one.
-    TypeError
-        If ``metric`` is neither a string nor a callable.
+        Errors about ``metric``, ``greater_is_better``, ``space`` and the
+        named metrics' arguments are scikit-learn's ``InvalidParameterError``,
+        also a ``TypeError`` (e.g. when ``metric`` is neither a string nor a
+        callable).
 
     Examples
     --------
@@ -238,17 +229,21 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
     >>> float(symlog_scorer(Identity(), X + 1e6, X + 1e6))
     -0.0
     """
-    space = _check_space(space)
-    if isinstance(metric, str):
+    validate_parameter_constraints(
+        _MAKE_SCORER_PARAMETERS,
+        {"metric": metric, "greater_is_better": greater_is_better, "space": space},
+        caller_name="make_measure_scorer",
+    )
+    named = isinstance(metric, str)
+    owned = [name for name in kwargs if name in (_SCORER_OWNED if named else ("sample_weight",))]
+    if owned:
+        raise ValueError(
+            f"make_measure_scorer({getattr(metric, '__name__', metric)!r}) cannot fix {owned[0]}=; "
+            f"{_SCORER_OWNED[owned[0]]}. Leave it out."
+        )
+    if named:
         metric = _METRIC_ALIASES.get(metric, metric)
-        if metric not in _METRICS:
-            raise ValueError(
-                f"Unknown metric {metric!r}; valid names are "
-                f"{', '.join(repr(m) for m in (*_METRICS, *_METRIC_ALIASES))}, "
-                "or pass a callable metric(y_true, y_pred, **kwargs)."
-            )
         row = _METRICS[metric]
-        func, scored = row.func, row.scored
         clash = sorted(set(row.fixed) & set(kwargs))
         if clash:
             raise ValueError(f"{metric!r} fixes {clash}; use 'wasserstein_distance' to choose them.")
@@ -258,71 +253,54 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
                 f"greater_is_better=True would reward the wrong models: {metric!r} {ideal}, so its "
                 "scorer already makes larger scores better. Leave greater_is_better unset."
             )
-        owned = [name for name in kwargs if name in _SCORER_OWNED]
-        if owned:
-            raise ValueError(
-                f"make_measure_scorer({metric!r}) cannot fix {owned[0]}=; {_SCORER_OWNED[owned[0]]}. "
-                "Leave it out."
-            )
         kwargs = {**row.defaults, **row.fixed, **kwargs}
-    elif callable(metric):
-        func = scored = metric
-        if "sample_weight" in kwargs:
-            raise ValueError(
-                f"make_measure_scorer cannot fix sample_weight=; {_SCORER_OWNED['sample_weight']}."
-            )
+        # Checked now against the metric's own table, so that a bad argument
+        # fails here rather than at every scoring call (where a GridSearchCV
+        # would record NaN).
+        check_keyword_arguments(row.func, kwargs, caller=f"make_measure_scorer({metric!r})", refused=_SCORER_OWNED)
+        scored = row.scored or row.func
     else:
-        raise TypeError(f"metric must be a metric name or a callable, got {metric!r}.")
-    # Checked against the function the scorer will call (for "spread_ratio" that
-    # is its |log ratio|, not spread_ratio itself), so that an argument it does
-    # not take fails now rather than at every scoring call (where a
-    # GridSearchCV would record NaN).
-    try:
-        signature = inspect.signature(scored)
-    except (TypeError, ValueError):  # builtins without a signature: skip the check
-        signature = None
-    if signature is not None:
-        try:
-            signature.bind_partial(None, None, **kwargs)
-        except TypeError as exc:
-            name = getattr(func, "__name__", func)
-            accepted = [
-                p.name for p in list(signature.parameters.values())[2:]
-                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _SCORER_OWNED
-            ]
-            raise ValueError(
-                f"Invalid keyword arguments for metric {name!r}: {exc}. Its scorer takes "
-                f"{', '.join(accepted) if accepted else 'no keyword arguments'}."
-            ) from exc
-    if isinstance(metric, str):
-        _validate_kwargs(func, kwargs)
+        scored = metric
+        _check_callable_arguments(metric, kwargs)
     if space != "raw":
         scored = _InSpace(scored, space)
     return make_scorer(scored, greater_is_better=bool(greater_is_better), **kwargs)
 
 
-# Each named metric's hyper-parameter check: the same function the metric runs
-# first, called here with the scorer's fixed arguments (and the metric's
-# defaults for the others), so that a bad value fails when the scorer is made.
-_PARAMETER_CHECKS = {
-    energy_distance: _check_energy_params,
-    wasserstein_distance: _check_wasserstein_params,
-    mmd: _check_mmd_params,
+# make_measure_scorer's own table; the arguments it fixes for a named metric
+# are checked against the metric's table.
+_MAKE_SCORER_PARAMETERS = {
+    "metric": [
+        Choices((*_METRICS, *_METRIC_ALIASES)),
+        Described(callable, "a callable metric(y_true, y_pred, **kwargs) -> float"),
+    ],
+    "greater_is_better": ["boolean", None],
+    "space": [_SPACE],
 }
 
 
-def _validate_kwargs(func, kwargs):
-    """Check the hyper-parameter values in ``kwargs`` (e.g. ``p < 1``) with ``func``'s own check."""
-    check = _PARAMETER_CHECKS.get(func)
-    if check is None:
+def _check_callable_arguments(metric, kwargs):
+    """Bind a callable metric's fixed arguments to its signature now, not at every scoring call."""
+    try:
+        signature = inspect.signature(metric)
+    except (TypeError, ValueError):  # builtins without a signature: nothing to check
         return
-    arguments = inspect.signature(func).bind_partial(None, None, **kwargs)
-    arguments.apply_defaults()
-    names = inspect.signature(check).parameters
-    check(**{name: value for name, value in arguments.arguments.items() if name in names})
+    try:
+        signature.bind_partial(None, None, **kwargs)
+    except TypeError as exc:
+        accepted = [
+            p.name for p in list(signature.parameters.values())[2:]
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "sample_weight"
+        ]
+        raise ValueError(
+            f"Invalid keyword arguments for metric {getattr(metric, '__name__', metric)!r}: {exc}. It takes "
+            f"{', '.join(accepted) if accepted else 'no keyword arguments'}."
+        ) from exc
 
 
-# Every named scorer, in both spellings, built from the table above.
+# Every named scorer, in both spellings, built from the table above: the raw
+# scorer ``<scorer>`` is also the module-level object ``<scorer without
+# "_distance">_scorer``, a name get_scorer accepts too.
 _SCORERS = {}
 _SCORER_ALIASES = {}
 for _name, _row in _METRICS.items():
@@ -331,7 +309,7 @@ for _name, _row in _METRICS.items():
     for _space in SCORING_SPACES:
         _key = _row.scorer if _space == "raw" else f"{_row.scorer}_{_space}"
         _SCORERS[_key] = make_measure_scorer(_name, space=_space)
-    _SCORER_ALIASES[_row.scorer_object] = _row.scorer
+    _SCORER_ALIASES[f"{_row.scorer.removesuffix('_distance')}_scorer"] = _row.scorer
 
 neg_energy_scorer = _SCORERS["neg_energy_distance"]
 neg_wasserstein_scorer = _SCORERS["neg_wasserstein_distance"]
@@ -342,6 +320,10 @@ neg_mmd_scorer = _SCORERS["neg_mmd"]
 SCORER_NAMES = tuple(_SCORERS) + tuple(_SCORER_ALIASES)
 
 
+@validate_params(
+    {"name": [Choices(SCORER_NAMES, why="make_measure_scorer(metric, **kwargs) builds scorers with other settings")]},
+    prefer_skip_nested_validation=True,
+)
 def get_scorer(name):
     """Return a measure scorer by name, for ``GridSearchCV(scoring=...)``.
 
@@ -384,20 +366,11 @@ def get_scorer(name):
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from sklearn.dummy import DummyRegressor
-    >>> from sklearn_measattn.metrics import get_scorer
-    >>> class Identity(DummyRegressor):
-    ...     def predict(self, X):
-    ...         return X
-    >>> X = np.array([[[0.0], [1.0]]])
-    >>> get_scorer("neg_energy_distance")(Identity(), X, X + 2.0)
-    -3.0
+    >>> from sklearn_measattn.metrics import get_scorer, make_measure_scorer
+    >>> scorer = get_scorer("neg_sliced_wasserstein_distance_symlog")
+    >>> repr(scorer) == repr(make_measure_scorer("sliced_wasserstein", space="symlog"))
+    True
+
+    Scores with it are in :func:`make_measure_scorer`'s examples.
     """
-    key = _SCORER_ALIASES.get(name, name) if isinstance(name, str) else None
-    if key not in _SCORERS:
-        raise ValueError(
-            f"Unknown measure scorer {name!r}; valid names are {', '.join(repr(n) for n in SCORER_NAMES)}. "
-            "Use make_measure_scorer(metric, **kwargs) for other metrics or settings."
-        )
-    return copy.deepcopy(_SCORERS[key])
+    return copy.deepcopy(_SCORERS[_SCORER_ALIASES.get(name, name)])
