@@ -199,16 +199,16 @@ def _warns_and_nan(call):
 
 W = metrics.wasserstein_distance
 for pname, call, expect in [
-    ("wasserstein-p_below_1", lambda: W(GOOD, GOOD_Y, p=0.5), raises(r"p must", ValueError)),
-    ("wasserstein-p_string", lambda: W(GOOD, GOOD_Y, p="1"), raises(r"p must", TypeError)),
-    ("wasserstein-p_nan", lambda: W(GOOD, GOOD_Y, p=np.nan), raises(r"p must", ValueError)),
+    ("wasserstein-p_below_1", lambda: W(GOOD, GOOD_Y, p=0.5), raises(r"'p' parameter of wasserstein_distance must", ValueError)),
+    ("wasserstein-p_string", lambda: W(GOOD, GOOD_Y, p="1"), raises(r"'p' parameter of wasserstein_distance must", TypeError)),
+    ("wasserstein-p_nan", lambda: W(GOOD, GOOD_Y, p=np.nan), raises(r"'p' parameter of wasserstein_distance must", ValueError)),
     ("wasserstein-method_unknown", lambda: W(GOOD, GOOD_Y, method="emd"), raises(r"method", ValueError)),
     ("wasserstein-method_type", lambda: W(GOOD, GOOD_Y, method=1), raises(r"method", ValueError)),
     ("wasserstein-n_projections_zero", lambda: W(GOOD, GOOD_Y, method="sliced", n_projections=0), raises(r"n_projections", ValueError)),
     ("wasserstein-n_projections_float", lambda: W(GOOD, GOOD_Y, method="sliced", n_projections=2.5), raises(r"n_projections", TypeError)),
     ("wasserstein-reg_zero", lambda: W(GOOD, GOOD_Y, method="sinkhorn", reg=0), raises(r"reg", ValueError)),
     ("wasserstein-reg_string", lambda: W(GOOD, GOOD_Y, method="sinkhorn", reg="big"), raises(r"reg", TypeError)),
-    ("wasserstein-random_state_bad", lambda: W(GOOD, GOOD_Y, method="sliced", random_state="x"), raises(r"seed", ValueError)),
+    ("wasserstein-random_state_bad", lambda: W(GOOD, GOOD_Y, method="sliced", random_state="x"), raises(r"'random_state' parameter of wasserstein_distance must", ValueError)),
     ("wasserstein-p2_1e30", lambda: W(GOOD * 1e30, GOOD_Y, p=2), FINITE),
     ("energy-beta_2", lambda: metrics.energy_distance(GOOD, GOOD_Y, beta=2.0), raises(r"beta", ValueError)),
     ("energy-beta_zero", lambda: metrics.energy_distance(GOOD, GOOD_Y, beta=0.0), raises(r"beta", ValueError)),
@@ -272,13 +272,13 @@ for sname in SCORER_NAMES:
         )
     case(f"scorer-{sname}-n_features_mismatch", lambda s=sname: get_scorer(s)(_Identity(), GOOD, GOOD[..., :1]), raises(r"features", ValueError))
 for pname, call, expect in [
-    ("get_scorer-unknown", lambda: get_scorer("r2"), raises(r"unknown measure scorer", ValueError)),
-    ("get_scorer-type", lambda: get_scorer(3), raises(r"unknown measure scorer", ValueError)),
-    ("get_scorer-none", lambda: get_scorer(None), raises(r"unknown measure scorer", ValueError)),
-    ("make_scorer-unknown", lambda: make_measure_scorer("r2"), raises(r"unknown metric", ValueError)),
-    ("make_scorer-type", lambda: make_measure_scorer(3), raises(r"metric must", TypeError)),
+    ("get_scorer-unknown", lambda: get_scorer("r2"), raises(r"'name' parameter of get_scorer must be a str among", ValueError)),
+    ("get_scorer-type", lambda: get_scorer(3), raises(r"'name' parameter of get_scorer must be a str among", ValueError)),
+    ("get_scorer-none", lambda: get_scorer(None), raises(r"'name' parameter of get_scorer must be a str among", ValueError)),
+    ("make_scorer-unknown", lambda: make_measure_scorer("r2"), raises(r"'metric' parameter of make_measure_scorer must", ValueError)),
+    ("make_scorer-type", lambda: make_measure_scorer(3), raises(r"'metric' parameter of make_measure_scorer must", TypeError)),
     ("make_scorer-bad_kwarg", lambda: make_measure_scorer("energy_distance", bogus=1), raises(r"keyword", ValueError)),
-    ("make_scorer-bad_p", lambda: make_measure_scorer("wasserstein_distance", p=0.5), raises(r"p must", ValueError)),
+    ("make_scorer-bad_p", lambda: make_measure_scorer("wasserstein_distance", p=0.5), raises(r"'p' parameter of wasserstein_distance must", ValueError)),
     ("make_scorer-bad_beta", lambda: make_measure_scorer("energy_distance", beta=3), raises(r"beta", ValueError)),
     ("make_scorer-fixed_clash", lambda: make_measure_scorer("sliced_wasserstein_distance", method="exact"), raises(r"fixes", ValueError)),
     ("make_scorer-valid", lambda: make_measure_scorer("mmd", bandwidth=1.0)(_Identity(), GOOD, GOOD_Y), FINITE),

@@ -217,7 +217,7 @@ def test_scoring_in_symlog_space(fitted, pareto):
 
 
 def test_space_is_validated():
-    with pytest.raises(ValueError, match="space must be one of 'raw', 'symlog'"):
+    with pytest.raises(ValueError, match="'space' parameter of make_measure_scorer must be a str among {'raw', 'symlog'}"):
         make_measure_scorer("energy", space="log")
     with pytest.raises(ValueError, match="space"):
         MeasureTransformerRegressor(score_space="log", max_epochs=1).fit(np.zeros((2, 3, 1)), np.zeros((2, 3, 1)))
