@@ -43,8 +43,9 @@ class KernelMultiheadAttention(nn.Module):
         in backward (memory O(N * chunk); on one CPU thread at N = 1024 about
         1.2-1.7 times the chunked backend with a fixed degree and 3-4 times the
         fused kernels), since the fused kernels give no gradient for a kernel's
-        parameters; ``"auto"`` picks it on every device (FlexAttention is not
-        used for it).
+        parameters; on CUDA ``"auto"`` runs FlexAttention, whose backward
+        gives the degrees' gradient through the tensor its ``score_mod``
+        captures.
     backend : str, default="auto"
         Attention backend, see :func:`sklearn_measattn.attention.kernel_attention`.
 

@@ -48,9 +48,10 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
         O(N * d) memory. ``"chunked"``: query blocks in an autograd function
         that recomputes scores in backward, so memory is O(N * chunk) rather
         than O(N^2), on any device, dtype and kernel (pure PyTorch).
-        ``"naive"``: the materialised reference. ``"auto"`` picks sdpa for
-        softmax, flex on CUDA, fused on CPU when it applies and builds, and
-        chunked otherwise.
+        ``"naive"``: the materialised reference. ``"auto"`` takes the first of
+        :data:`~sklearn_measattn.attention.AUTO_PREFERENCE` that supports the
+        request: sdpa for softmax, flex on CUDA (not for ``sparsemax``), fused
+        on CPU when it applies and builds, and chunked otherwise.
     chunk_size : int, optional
         Queries per block for ``"chunked"`` (by default chosen so one block of
         scores holds about 1M elements, at least 16 queries) and for ``"fused"``
