@@ -1,3 +1,4 @@
+import inspect
 import re
 
 import numpy as np
@@ -8,6 +9,7 @@ import torch
 from numpy.testing import assert_allclose
 from scipy.spatial.distance import cdist
 
+from sklearn_measattn._validation import parameter_constraints
 from sklearn_measattn.losses import (
     LOSSES,
     MeasureLoss,
@@ -574,3 +576,29 @@ def test_sinkhorn_loss_accepts_every_order_the_metric_accepts():
     value = sinkhorn_loss(x, x + 2.0, p=3, reg=1e-3, normalize=None, debias=False, max_iter=5000)
     expected = wasserstein_distance(np.array([[[0.0], [1.0]]]), np.array([[[2.0], [3.0]]]), p=3) ** 3
     assert_allclose(float(value), expected, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_each_loss_has_one_table_of_its_keyword_parameters(name):
+    """Every keyword parameter of a loss is in its table; the clouds and their weights are checked by prepare_clouds."""
+    loss = LOSSES[name]
+    parameters = inspect.signature(loss).parameters
+    assert set(parameter_constraints(loss)) == {p for p in parameters if parameters[p].kind is inspect.Parameter.KEYWORD_ONLY}
+    assert [p for p in parameters if parameters[p].kind is not inspect.Parameter.KEYWORD_ONLY] == [
+        "x", "y", "x_weights", "y_weights"
+    ]
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("energy", {"beta": 2.0}), ("energy", {"backend": "gpu"}), ("sliced", {"p": 0.9}), ("sliced", {"generator": "0"}),
+     ("sinkhorn", {"max_iter": 0}), ("sinkhorn", {"debias": "yes"}), ("mse", {"reduction": "avg"})],
+)
+def test_get_loss_checks_its_parameters_with_the_loss_table(name, params):
+    """get_loss fails at once with the error the loss itself raises at its first call."""
+    with pytest.raises(ValueError) as from_get_loss:
+        get_loss(name, **params)
+    with pytest.raises(ValueError) as from_call:
+        LOSSES[name](torch.zeros(1, 2, 1), torch.ones(1, 2, 1), **params)
+    assert str(from_get_loss.value) == str(from_call.value)
+    assert f"The {next(iter(params))!r} parameter of {LOSSES[name].__name__} must be" in str(from_call.value)

@@ -1,5 +1,6 @@
 """Tests for sklearn_measattn.metrics: distances, collapse diagnostics, scorers."""
 
+import inspect
 import warnings
 
 import joblib
@@ -9,6 +10,8 @@ import scipy.stats
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 
+from sklearn_measattn import metrics
+from sklearn_measattn._validation import parameter_constraints
 from sklearn_measattn.metrics import (
     SCORER_NAMES,
     across_sample_correlation,
@@ -477,3 +480,27 @@ def test_sliced_sorting_shortcut_matches_pot_quantile_path(p):
         y_true, y_pred, p=p, method="sliced", random_state=0, weights_true=weights, multioutput="raw_values"
     )
     np.testing.assert_allclose(shortcut, general, rtol=1e-9)
+
+
+# Per public metric function, the parameters its table leaves to other checks:
+# the measures and their weights (_validation), the estimator, a kernel
+# (get_kernel) and fixed projections (their shapes depend on the data).
+_CHECKED_ELSEWHERE = {
+    "wasserstein_distance": {"y_true", "y_pred", "weights_true", "weights_pred", "sample_weight"},
+    "energy_distance": {"y_true", "y_pred", "weights_true", "weights_pred", "sample_weight"},
+    "mmd": {"y_true", "y_pred", "weights_true", "weights_pred", "sample_weight"},
+    "spread_ratio": {"y_true", "y_pred", "weights_true", "weights_pred", "sample_weight"},
+    "across_sample_correlation": {"y_true", "y_pred", "weights_true", "weights_pred"},
+    "attention_ess": {"X", "kernel", "projections", "weights"},
+    "collapse_diagnostics": {"estimator", "X", "y", "y_pred"},
+    "to_space": {"y"},
+    "get_scorer": set(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CHECKED_ELSEWHERE))
+def test_each_metric_has_one_table_of_its_parameters(name):
+    func = getattr(metrics, name)
+    table = parameter_constraints(func)
+    assert set(table) | _CHECKED_ELSEWHERE[name] == set(inspect.signature(func).parameters)
+    assert not set(table) & _CHECKED_ELSEWHERE[name]

@@ -35,7 +35,7 @@ def _spread_log_deviation(y_true, y_pred, *, weights_true=None, weights_pred=Non
     return _aggregate(deviation, sw, "uniform_average", undefined_ok=True)
 
 
-_NONE = MappingProxyType({})
+_EMPTY = MappingProxyType({})
 
 
 class _ScoredMetric(NamedTuple):
@@ -48,9 +48,9 @@ class _ScoredMetric(NamedTuple):
     #: get_scorer name (a symlog variant is named ``<scorer>_symlog``), or None.
     scorer: str | None = None
     #: Arguments that define this metric (a user may not change them).
-    fixed: Mapping = _NONE
+    fixed: Mapping = _EMPTY
     #: Arguments the scorer sets unless the user gives them.
-    defaults: Mapping = _NONE
+    defaults: Mapping = _EMPTY
     #: What the scorer minimises, where it is not ``func`` itself.
     scored: Callable | None = None
 
