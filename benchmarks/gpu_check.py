@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from sklearn_measattn.attention import kernel_attention
-from sklearn_measattn.kernels import KERNEL_NAMES
+from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 
 TARGET_RATIO = 1.3
 # Absolute/relative tolerances against naive (computed in float32 from the same
@@ -216,6 +216,60 @@ def energy_loss_check(device, ns, repeats, batch=4):
     return rows, ok, error
 
 
+def flex_kernel_check(device):
+    """The learnt poly degree and the compact kernel on flex against chunked/naive.
+
+    Returns rows ``(what, max abs error, ok)``. On CUDA forward and backward
+    (the degrees' gradient included); on CPU (dry run) forward only, as flex
+    has no CPU backward.
+    """
+    from sklearn_measattn.transformer import KernelMultiheadAttention
+
+    rows = []
+    with_grad = device.type == "cuda"
+    torch.manual_seed(0)
+    x = torch.randn(2, 256, 32, device=device)
+    layers = {}
+    for backend in ("flex", "chunked"):
+        torch.manual_seed(1)
+        layer = KernelMultiheadAttention(32, 4, kernel="learned_poly", backend=backend).to(device)
+        with torch.no_grad():
+            layer.degree_raw.copy_(torch.tensor([-1.0, 0.0, 1.0, 2.0]))
+        layers[backend] = layer
+    outs, grads = {}, {}
+    for backend, layer in layers.items():
+        with torch.set_grad_enabled(with_grad):
+            out = layer(x)
+        outs[backend] = out
+        if with_grad:
+            out.square().sum().backward()
+            grads[backend] = layer.degree_raw.grad.clone()
+    error = (outs["flex"] - outs["chunked"]).abs().max().item()
+    rows.append(("learned_poly forward (flex vs chunked)", error, error <= 2e-3))
+    if with_grad:
+        reference = grads["chunked"]
+        error = ((grads["flex"] - reference).abs().max() / reference.abs().max()).item()
+        rows.append(("learned_poly degree gradient (relative)", error, error <= 2e-3))
+    generator = torch.Generator().manual_seed(2)
+    q, k, v = (torch.randn(2, 4, 256, 16, generator=generator).to(device) for _ in range(3))
+    q[0, :, :64] = -q[0, :, :64].abs() - 1.0  # no key in the support for these queries
+    k[0] = k[0].abs()
+    kernel = get_kernel("compact", threshold=0.5, degree=1.5)
+    result = {}
+    for backend in ("flex", "naive"):
+        leaves = [t.detach().clone().requires_grad_(with_grad) for t in (q, k, v)]
+        with torch.set_grad_enabled(with_grad):
+            out = kernel_attention(*leaves, kernel, backend=backend)
+        result[backend] = [out]
+        if with_grad:
+            result[backend] += list(torch.autograd.grad(out.square().sum(), leaves))
+    for name, got, expected in zip(["out", "dq", "dk", "dv"], result["flex"], result["naive"]):
+        error = (got - expected).abs().max().item()
+        finite = bool(torch.isfinite(got).all())
+        rows.append((f"compact {name} (flex vs naive)", error, finite and error <= 2e-3 * (1 + expected.abs().max().item())))
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", "--cpu", dest="dry_run", action="store_true",
@@ -318,7 +372,16 @@ def main(argv=None):
     for n, ms, peak, per_point in energy_rows:
         print(f"| {n} | {ms:.1f} | {peak:.1f} | {per_point:.2f} |")
     print()
-    return 0 if ok and energy_ok else 1
+    print("### FlexAttention: the learnt degree and the compact kernel" + (" (forward only on CPU)" if args.dry_run else ""))
+    print()
+    flex_rows = flex_kernel_check(device)
+    print("| check | max error | result |")
+    print("|---|---|---|")
+    for what, error, good in flex_rows:
+        print(f"| {what} | {error:.1e} | {'ok' if good else 'FAIL'} |")
+    flex_ok = all(good for _, _, good in flex_rows)
+    print()
+    return 0 if ok and energy_ok and flex_ok else 1
 
 
 if __name__ == "__main__":

@@ -115,3 +115,17 @@ def test_names_pickled_before_the_attention_package_still_import():
     assert len(names) > 10
     for module, name in names:
         assert hasattr(importlib.import_module(module), name), f"{module}:{name} no longer importable"
+
+
+@pytest.mark.slow
+def test_flex_recompiles_for_new_kernel_parameters():
+    """After flex compiled one kernel, another with other parameters compiles too (dynamo
+    would pass changed float parameters as scalar tensors, which CPU flex cannot lower)."""
+    q, k, v = _qkv((1, 2, 128, 8), seed=5)
+    layer = KernelMultiheadAttention(8, 2, kernel="learned_poly", backend="flex")
+    with torch.no_grad():
+        layer(torch.randn(1, 128, 8))
+        for threshold in (0.5, 0.25):
+            kernel = get_kernel("compact", threshold=threshold, degree=1.5)
+            out = kernel_attention(q, k, v, kernel, backend="flex")
+            torch.testing.assert_close(out, kernel_attention(q, k, v, kernel, backend="naive"), rtol=1e-4, atol=1e-5)

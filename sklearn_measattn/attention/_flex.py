@@ -139,7 +139,8 @@ def _recompile_limit():
     one flex_attention code object: dynamo's default limit of 8 is hit by a study
     of five kernels in two dtypes. The settings are private to dynamo and were
     renamed across torch versions (``cache_size_limit`` became
-    ``recompile_limit``), so each is set only where this torch has it.
+    ``recompile_limit``), so each is set only where this torch has it. Float
+    parameters of a kernel are compiled in as constants.
     """
     config = torch._dynamo.config
     options = {}
@@ -149,6 +150,11 @@ def _recompile_limit():
             break
     if hasattr(config, "fail_on_recompile_limit_hit"):
         options["fail_on_recompile_limit_hit"] = True
+    if hasattr(config, "specialize_float"):
+        # A kernel's float parameters (the compact threshold) stay constants: after a
+        # recompile dynamo would otherwise pass them as float64 scalar tensors, which
+        # the CPU lowering of flex_attention fails on (torch 2.13: "unbacked_bindings").
+        options["specialize_float"] = True
     return config.patch(**options) if options else contextlib.nullcontext()
 
 
