@@ -61,6 +61,14 @@ inline int32_t float_to_bits(float f) {
   return bits;
 }
 
+// Horner's rule: horner(x, c0, c1, ..., cn) = (...(c0 x + c1) x + ...) x + cn,
+// expanded at compile time (the loops over scores stay straight-line code).
+inline float horner(float, float y) { return y; }
+template <typename... Rest>
+inline float horner(float x, float y, float next, Rest... rest) {
+  return horner(x, y * x + next, rest...);
+}
+
 // exp(x), Cephes polynomial (about 1 ulp), branch-free so loops over it
 // vectorise. Arguments are clamped to [-88, 88.38]: below -87.68 the exponent
 // n is -127, whose bias-shifted bits are 0, so the result is exactly 0 (also for
@@ -73,12 +81,8 @@ inline float fast_exp(float x) {
   float r = xc - n * 0.693359375f;
   r = r + n * 2.12194440e-4f;
   float z = r * r;
-  float y = 1.9875691500E-4f;
-  y = y * r + 1.3981999507E-3f;
-  y = y * r + 8.3334519073E-3f;
-  y = y * r + 4.1665795894E-2f;
-  y = y * r + 1.6666665459E-1f;
-  y = y * r + 5.0000001201E-1f;
+  float y = horner(r, 1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f, 4.1665795894E-2f,
+                   1.6666665459E-1f, 5.0000001201E-1f);
   y = y * z + r + 1.0f;
   float pow2n = bits_to_float((static_cast<int32_t>(n) + 127) << 23);
   return y * pow2n;
@@ -96,13 +100,8 @@ inline float fast_log(float x) {
   const float e = static_cast<float>((bits >> 23) - 0x7f);
   const float m = bits_to_float((bits & 0x007fffff) + 0x3f3504f3) - 1.0f;
   float z = m * m;
-  float y = 0.09272214025259018f;
-  y = y * m - 0.1411842554807663f;
-  y = y * m + 0.14676396548748016f;
-  y = y * m - 0.16592855751514435f;
-  y = y * m + 0.19985127449035645f;
-  y = y * m - 0.2500092089176178f;
-  y = y * m + 0.3333340883255005f;
+  float y = horner(m, 0.09272214025259018f, -0.1411842554807663f, 0.14676396548748016f,
+                   -0.16592855751514435f, 0.19985127449035645f, -0.2500092089176178f, 0.3333340883255005f);
   y = y * m * z;
   y = y - 2.12194440e-4f * e;
   y = y - 0.5f * z;
@@ -112,15 +111,8 @@ inline float fast_log(float x) {
 // log(1 + t) / t for t in [0, 1]: a degree-8 polynomial fitted at Chebyshev
 // nodes, relative error 1.5e-7 in float32 (softplus's log1p(e^-|s|) without a log).
 inline float log1p_over_t(float t) {
-  float y = 0.005253457929939032f;
-  y = y * t - 0.02958850748836994f;
-  y = y * t + 0.07836166769266129f;
-  y = y * t - 0.13674770295619965f;
-  y = y * t + 0.19111430644989014f;
-  y = y * t - 0.24844369292259216f;
-  y = y * t + 0.33319270610809326f;
-  y = y * t - 0.49999502301216125f;
-  return y * t + 1.0f;
+  return horner(t, 0.005253457929939032f, -0.02958850748836994f, 0.07836166769266129f, -0.13674770295619965f,
+                0.19111430644989014f, -0.24844369292259216f, 0.33319270610809326f, -0.49999502301216125f, 1.0f);
 }
 
 enum Kind : int64_t {

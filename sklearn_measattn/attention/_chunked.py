@@ -34,6 +34,15 @@ def _softmax_(x):
     return torch.softmax(x, dim=-1)
 
 
+def _probabilities_(exponent, lw, kernel):
+    """``softmax(exponent + log w)`` over the keys (in place where it can), with the empty-support rule."""
+    if lw is not None:
+        exponent.add_(lw)
+    if kernel.support == "bounded":
+        exponent = uniform_where_empty(exponent, lw)
+    return _softmax_(exponent)
+
+
 def _rows(buffer, batch_heads, rows, n_keys):
     """A contiguous ``(batch_heads, rows, n_keys)`` view at the start of a flat buffer."""
     return buffer[: batch_heads * rows * n_keys].view(batch_heads, rows, n_keys)
@@ -92,11 +101,7 @@ class ChunkedKernelAttention(torch.autograd.Function):
                 exponent = torch.clamp(scores, max=0.0, out=_rows(exp_buffer, bh, stop - start, n_keys))
             else:
                 exponent = kernel.log_weight(scores)
-            if lw is not None:
-                exponent.add_(lw)
-            if kernel.support == "bounded":
-                exponent = uniform_where_empty(exponent, lw)
-            probs = _softmax_(exponent)
+            probs = _probabilities_(exponent, lw, kernel)
             if factorization is not None:
                 weights = factorization.phi_(scores).mul_(probs)
                 block = torch.bmm(weights, v3)
@@ -170,11 +175,7 @@ class ChunkedKernelAttention(torch.autograd.Function):
                     scores_leaf = scores.detach().requires_grad_(True)
                     logits = kernel.log_weight(scores_leaf)
                 exponent = logits.detach().clone()
-            if lw is not None:
-                exponent.add_(lw)
-            if kernel.support == "bounded":
-                exponent = uniform_where_empty(exponent, lw)
-            probs = _softmax_(exponent)
+            probs = _probabilities_(exponent, lw, kernel)
             if factorization is not None:
                 phi, slope = factorization.phi_psi_(scores)
                 weights = phi.mul_(probs)  # E phi = Z P
