@@ -344,17 +344,12 @@ _COMPACT_BACKENDS = ("flex", "chunked", "naive")
 _SPARSEMAX_BACKENDS = ("chunked", "naive")
 
 
-def _check_degree(degree):
-    if isinstance(degree, bool) or not isinstance(degree, numbers.Real):
-        raise TypeError(
-            f"poly kernel: degree must be a positive real number, got {degree!r} "
-            f"of type {type(degree).__name__}."
-        )
-    degree = float(degree)
+def _check_degree(degree, kernel="poly"):
+    degree = _check_real(degree, "degree", kernel, finite=False)
     low, high = _DEGREE_RANGE
     if not low <= degree <= high:
         raise ValueError(
-            f"poly kernel: degree must be a number in [{low:g}, {high:g}], got {degree!r}. "
+            f"{kernel} kernel: degree must be a number in [{low:g}, {high:g}], got {degree!r}. "
             "Use degree=1 (the default) for the slowest polynomial growth; large "
             "degrees approach softmax (already at degree 1000 for the scores a "
             "float32 network produces), and outside this range s / degree over- or "
@@ -440,21 +435,17 @@ def _build_softplus():
     return AttentionKernel("softplus", _g_softplus, {}, "linear", 2.0, _d_softplus, _SoftplusFactorization())
 
 
-def _check_real(value, name, kernel, *, positive=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise TypeError(f"{kernel} kernel: {name} must be a finite real number, got {value!r}.")
-    value = float(value)
-    if positive and not value > 0:
-        raise ValueError(f"{kernel} kernel: {name} must be > 0, got {value!r}.")
-    return value
+def _check_real(value, name, kernel, *, finite=True):
+    """A kernel parameter as a float; a ``TypeError`` unless a real number (a finite one when ``finite``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or (finite and not math.isfinite(value)):
+        qualifier = "finite real number" if finite else "real number"
+        raise TypeError(f"{kernel} kernel: {name} must be a {qualifier}, got {value!r}.")
+    return float(value)
 
 
 def _build_compact(threshold=0.0, degree=1.0):
     threshold = _check_real(threshold, "threshold", "compact")
-    degree = _check_real(degree, "degree", "compact", positive=True)
-    low, high = _DEGREE_RANGE
-    if not low <= degree <= high:
-        raise ValueError(f"compact kernel: degree must be in [{low:g}, {high:g}], got {degree!r}.")
+    degree = _check_degree(degree, "compact")
     return AttentionKernel(
         "compact", _CompactLogWeight(threshold, degree), {"threshold": threshold, "degree": degree},
         "polynomial", degree + 1.0, _CompactDerivative(threshold, degree), None, "bounded", _COMPACT_BACKENDS,
