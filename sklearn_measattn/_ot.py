@@ -8,62 +8,19 @@ value per sample. The numpy metrics of :mod:`sklearn_measattn.metrics` call them
 on one measure at a time, brought to unit scale first; the torch losses of
 :mod:`sklearn_measattn.losses` call them on a training batch, through autograd.
 
-The parameter checks shared by both sides live here as well, so that each
-parameter has one range and one message.
+The domains of their parameters, shared by both sides, are scikit-learn
+constraints in ``_validation.py`` (``BETA``, ``ORDER``, ...).
 """
 
 from __future__ import annotations
 
 import functools
-import numbers
 
 import numpy as np
 import ot
 import ot.batch
 from ot.backend import get_backend
 from scipy.spatial.distance import cdist
-
-from ._validation import check_positive
-
-# --------------------------------------------------------------------------- #
-# parameters
-# --------------------------------------------------------------------------- #
-
-
-def check_beta(beta):
-    """Exponent of the energy distance: a real number in the open interval (0, 2).
-
-    Only there is ``E|X - Y|^beta`` the kernel of a metric between measures;
-    at ``beta = 2`` the energy distance degenerates to ``2 |E X - E Y|^2``,
-    which only compares means.
-    """
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
-        raise TypeError(f"beta must be a real number in (0, 2), got {beta!r}.")
-    beta = float(beta)
-    if not (0.0 < beta < 2.0):
-        raise ValueError(
-            f"beta must lie in the open interval (0, 2), got {beta!r}; only there is "
-            "the energy distance a metric between measures (beta=1 is the usual choice)."
-        )
-    return beta
-
-
-def check_order(p):
-    """Order ``p >= 1`` of a Wasserstein distance (exact, sliced or entropic)."""
-    p = check_positive(p, "p")
-    if p < 1:
-        raise ValueError(f"p must be >= 1 (W_p is not a metric below 1), got p={p!r}.")
-    return p
-
-
-def check_n_projections(n_projections):
-    """Number of random directions of the sliced distance, a positive integer."""
-    return check_positive(n_projections, "n_projections", integer=True)
-
-
-def check_reg(reg):
-    """Entropic regularisation, a positive real number."""
-    return check_positive(reg, "reg")
 
 
 # --------------------------------------------------------------------------- #
