@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ._validation import check_positive
-from .attention import BACKENDS, resolve_backend, run_attention
+from .attention import BACKENDS, log_point_weights, resolve_backend, run_attention
 from .kernels import _LEARNED_DEGREE_INITIAL, _learned_degree, _learned_degree_raw, _poly_at_degree, get_kernel
 
 __all__ = ["KernelMultiheadAttention", "MeasureTransformer"]
@@ -476,7 +476,7 @@ class MeasureTransformer(nn.Module):
             return None
         if tuple(weights.shape) != tuple(X.shape[:2]):
             raise ValueError(f"weights must have shape {tuple(X.shape[:2])}, got {tuple(weights.shape)}.")
-        return torch.log(weights.detach().to(X.dtype))
+        return log_point_weights(weights.to(X.dtype))
 
     def hidden_states(self, X, weights=None):
         """The hidden point features after the embedding and after every block.

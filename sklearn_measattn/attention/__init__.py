@@ -17,6 +17,7 @@ from ._backends import run_attention as run_attention
 # For the rest of the package (the transformer, the diagnostics), not the user.
 from ._weights import attention_probabilities as attention_probabilities
 from ._weights import attention_weight_blocks as attention_weight_blocks
+from ._weights import log_point_weights as log_point_weights
 from ._weights import query_ess_fractions as query_ess_fractions
 
 __all__ = ["kernel_attention", "fused_status", "resolve_backend", "BACKENDS", "AUTO_PREFERENCE"]

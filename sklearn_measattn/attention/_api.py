@@ -13,6 +13,7 @@ import torch
 from .._fused import build_seconds, fused_unavailable_reason
 from ..kernels import get_kernel
 from ._backends import check_chunk_size, resolve_backend, run_attention
+from ._weights import log_point_weights
 
 __all__ = ["kernel_attention", "fused_status"]
 
@@ -101,7 +102,7 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     if chunk_size is not None:
         chunk_size = check_chunk_size(chunk_size)
     resolved = resolve_backend(backend, kernel, q)
-    log_weights = None if weights is None else torch.log(weights)
+    log_weights = None if weights is None else log_point_weights(weights)
     return run_attention(q, k, v, kernel, log_weights, resolved, auto=backend == "auto", chunk_size=chunk_size)
 
 

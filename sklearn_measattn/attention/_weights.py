@@ -9,7 +9,12 @@ import torch
 from .._sparse import uniform_where_empty
 from ._chunked import CHUNK_ELEMENTS
 
-__all__ = ["attention_probabilities", "attention_weight_blocks", "query_ess_fractions"]
+__all__ = ["attention_probabilities", "attention_weight_blocks", "log_point_weights", "query_ess_fractions"]
+
+
+def log_point_weights(weights):
+    """Point weights as attention's additive logits: ``log w``, ``-inf`` at absent points, no gradient."""
+    return torch.log(weights.detach())
 
 
 def _kernel_logits(scores, kernel, lw):
@@ -80,7 +85,6 @@ def query_ess_fractions(q, k, kernel, a):
     d_head)`` float64 tensor; ``a`` the ``(n_keys,)`` point weights, summing to
     1, 0 at absent points. Returns a ``(heads, n_queries)`` tensor.
     """
-    log_a = torch.where(a > 0, torch.log(torch.clamp(a, min=1e-300)), torch.full_like(a, -math.inf))
-    blocks = attention_weight_blocks(q[None], k[None], kernel, log_a[None])
+    blocks = attention_weight_blocks(q[None], k[None], kernel, log_point_weights(a)[None])
     inverse_ess = torch.cat([(w * w).sum(dim=-1)[0] for _, _, w in blocks], dim=-1)
     return (a * a).sum() / inverse_ess
