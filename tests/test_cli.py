@@ -285,6 +285,7 @@ def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
     assert any(line.startswith("identity") for line in table) and not any(line.startswith("oracle") for line in table)
 
 
+@pytest.mark.slow
 def test_compare_on_separate_files_and_ragged_measures(tmp_path, capsys):
     rng = np.random.default_rng(0)
     X = [rng.standard_t(3, size=(n, 2)) for n in rng.integers(8, 14, size=14)]
@@ -444,6 +445,7 @@ def test_diagnose_names_table_columns_and_reports_differing_tails(tmp_path, caps
     assert "tails differ" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_compare_and_ess_take_bounded_support_and_learnt_degree_kernels(tmp_path, capsys):
     out_csv = tmp_path / "r.csv"
     assert main(["compare", "--quick", "--quiet", "--kernels", "compact", "learned_poly", "--transforms", "symlog",
