@@ -8,10 +8,21 @@ from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.__main__ import main
 from sklearn_measattn.datasets import load_measures, make_matrix_inverse
 
-SMALL = ["--epochs", "2", "--d-model", "8", "--n-heads", "2", "--n-layers", "1", "--dim-feedforward", "16",
-         "--batch-size", "4", "--device", "cpu"]
-SMALL_PARAMS = dict(max_epochs=2, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4, device="cpu",
-                    random_state=0)
+# The command line's option for each estimator parameter the tests below set.
+OPTIONS = {"max_epochs": "--epochs", "d_model": "--d-model", "n_heads": "--n-heads", "n_layers": "--n-layers",
+           "dim_feedforward": "--dim-feedforward", "batch_size": "--batch-size", "device": "--device"}
+
+
+@pytest.fixture(scope="module")
+def small_params(tiny_params):
+    """The tiny regressor trained two epochs, seeded with 0 as the command line seeds by default."""
+    return {**tiny_params, "max_epochs": 2, "random_state": 0}
+
+
+@pytest.fixture(scope="module")
+def small_args(small_params):
+    """The same settings as command-line options."""
+    return [arg for name, option in OPTIONS.items() for arg in (option, str(small_params[name]))]
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +40,11 @@ def files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def saved(files):
+def saved(files, small_args):
     folder = files[0]
     model_path = folder / "model.joblib"
     assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save", str(model_path),
-                 "--transform", "symlog", "--quiet", *SMALL]) == 0
+                 "--transform", "symlog", "--quiet", *small_args]) == 0
     return model_path
 
 
@@ -43,14 +54,14 @@ def _exit(argv, capsys):
     return info.value.code, capsys.readouterr().err
 
 
-def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, saved, capsys):
+def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, saved, capsys, small_params):
     folder, X, y, _, _ = files
     out = folder / "pred.npy"
     assert main(["predict", str(saved), "--data", str(folder / "X.npy"), "--out", str(out)]) == 0
     assert "wrote the predictions (shape (10, 16, 2))" in capsys.readouterr().out
     predicted = np.load(out)
     # The same fit in Python (the command line seeds with 0 by default) predicts the same.
-    model = MeasureTransformerRegressor(transform="symlog", **SMALL_PARAMS).fit(X, y)
+    model = MeasureTransformerRegressor(transform="symlog", **small_params).fit(X, y)
     np.testing.assert_allclose(predicted, model.predict(X), rtol=1e-6, atol=1e-9)
     loaded = joblib.load(saved)
     np.testing.assert_array_equal(predicted, loaded.predict(X))
@@ -58,10 +69,10 @@ def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, sa
     assert loaded.transform == "symlog" and loaded.max_epochs == 2 and len(loaded.history_) == 2
 
 
-def test_fit_prints_progress_per_epoch(files, tmp_path, capsys):
+def test_fit_prints_progress_per_epoch(files, tmp_path, capsys, small_args):
     folder = files[0]
     assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
-                 str(tmp_path / "m.joblib"), *SMALL]) == 0
+                 str(tmp_path / "m.joblib"), *small_args]) == 0
     captured = capsys.readouterr()
     assert "fit: X.npy: 10 measures of 16 points, 2 features" in captured.err
     assert "epoch 1/2: training loss" in captured.err and "epoch 2/2: training loss" in captured.err
