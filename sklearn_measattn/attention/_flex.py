@@ -32,7 +32,10 @@ def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
     the tensor is captured by ``score_mod``, so its gradient comes from flex's
     backward. For a bounded-support kernel, a query whose keys all lie outside
     the support gets the weighted mean of the values, the package's rule for
-    such queries; the values get one extra channel of ones to find those rows.
+    such queries; the values get one extra channel of ones to find those rows
+    (on CUDA, flex rounds the value dimension up to a power of two, so with
+    ``d_head = 16`` the value side does twice the work; CPU flex cannot return
+    the log-normaliser, which would find them for free).
     """
     global _compiled_flex
     from torch.nn.attention.flex_attention import flex_attention
