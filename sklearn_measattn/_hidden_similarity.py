@@ -12,8 +12,7 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ._inference import batches, evaluation, network_inputs, normalized_point_weights
-from ._validation import check_positive
+from ._inference import batches, evaluation, inference_batch_size, network_inputs, normalized_point_weights
 
 __all__ = ["mean_pairwise_cosine", "trained_hidden_similarity"]
 
@@ -43,7 +42,7 @@ def trained_hidden_similarity(model, X, *, batch_size=None):
     See :meth:`sklearn_measattn.MeasureTransformerRegressor.hidden_similarity`.
     """
     check_is_fitted(model, "net_")
-    batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
+    batch_size = inference_batch_size(model, batch_size)
     X, x_weights, X_model = network_inputs(model, X)
     weights = normalized_point_weights(X, x_weights)
     out = []

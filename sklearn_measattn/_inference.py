@@ -16,9 +16,12 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ._training import check_float32_range, transform_points
-from ._validation import check_measures, check_n_features
+from ._validation import check_measures, check_n_features, check_positive
 
-__all__ = ["batches", "evaluation", "network_inputs", "normalized_point_weights", "targets_from_network"]
+__all__ = [
+    "batches", "evaluation", "inference_batch_size", "network_inputs", "normalized_point_weights",
+    "targets_from_network",
+]
 
 
 def network_inputs(model, X):
@@ -34,6 +37,11 @@ def network_inputs(model, X):
     X_model = transform_points(model.transform_X_, X, "transform")
     check_float32_range(X_model, "X", model.transform)
     return X, x_weights, X_model
+
+
+def inference_batch_size(model, batch_size):
+    """``batch_size`` checked (a positive integer), or the fitted model's own when ``None``."""
+    return check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
 
 
 def normalized_point_weights(X, x_weights):

@@ -15,9 +15,9 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._inference import batches, evaluation, network_inputs, normalized_point_weights
+from ._inference import batches, evaluation, inference_batch_size, network_inputs, normalized_point_weights
 from ._validation import check_positive, is_ragged
-from .attention import attention_weight_blocks, query_ess_fractions
+from .attention import attention_weight_blocks, log_point_weights, query_ess_fractions
 
 _MAX_WEIGHT_BYTES = 2**31
 
@@ -58,7 +58,7 @@ def trained_attention_weights(model, X, *, layer=0, batch_size=None):
     batches, _, kernel = _attention_inputs(model, X, layer, batch_size)
     blocks = []
     for q, k, a in batches:
-        log_a = torch.log(torch.as_tensor(a, dtype=torch.float64))
+        log_a = log_point_weights(torch.as_tensor(a, dtype=torch.float64))
         blocks.append(torch.cat([w for _, _, w in attention_weight_blocks(q, k, kernel, log_a)], dim=2))
     weights = torch.cat(blocks).numpy()
     if ragged:
@@ -77,7 +77,7 @@ def _attention_inputs(model, X, layer, batch_size):
     n_layers = len(module.blocks)
     if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer in [0, {n_layers}) for this {n_layers}-block model, got {layer!r}.")
-    batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
+    batch_size = inference_batch_size(model, batch_size)
     X, x_weights, X_model = network_inputs(model, X)
     weights = normalized_point_weights(X, x_weights)
     attention = module.blocks[layer].attention

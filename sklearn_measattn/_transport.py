@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._inference import batches, evaluation, network_inputs, targets_from_network
+from ._inference import batches, evaluation, inference_batch_size, network_inputs, targets_from_network
 from ._training import check_float32_range, transform_points
-from ._validation import check_measures, check_n_features, check_positive, is_ragged
+from ._validation import check_measures, check_n_features, is_ragged
 
 __all__ = ["check_transport_inputs", "transport_points"]
 
@@ -35,7 +35,7 @@ def check_transport_inputs(model, X, points, batch_size=None):
             "same points through every measure, repeat them: np.broadcast_to(Z, (len(X), *Z.shape))."
         )
     check_n_features(Z, model.n_features_in_, input_name="points")
-    batch_size = check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
+    batch_size = inference_batch_size(model, batch_size)
     Z_model = transform_points(model.transform_X_, Z, "transform")
     check_float32_range(Z_model, "points", model.transform)
     lengths = None

@@ -337,7 +337,6 @@ _DEGREE_RANGE = (1e-3, 1e3)
 
 _BUILTIN_LOG_WEIGHTS = (_g_softmax, _g_log, _g_sigmoid, _g_softplus)
 _BUILTIN_LOG_WEIGHT_TYPES = (_PolyLogWeight, _CompactLogWeight, _SparsemaxLogWeight)
-#: Backends that run the bounded-support kernels (one rule for queries outside the support).
 # Bounded support: the fused CPU kernels and SDPA have no -inf weights; sparsemax's
 # threshold per query is not an elementwise score_mod, so FlexAttention runs compact only.
 _COMPACT_BACKENDS = ("flex", "chunked", "naive")

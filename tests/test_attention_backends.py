@@ -129,3 +129,11 @@ def test_flex_recompiles_for_new_kernel_parameters():
             kernel = get_kernel("compact", threshold=threshold, degree=1.5)
             out = kernel_attention(q, k, v, kernel, backend="flex")
             torch.testing.assert_close(out, kernel_attention(q, k, v, kernel, backend="naive"), rtol=1e-4, atol=1e-5)
+
+
+def test_resolve_backend_refuses_what_is_not_a_kernel_or_a_tensor():
+    assert resolve_backend("auto", "log", CPU64) == "chunked"  # a kernel by name, like kernel_attention
+    with pytest.raises(TypeError, match="tensor must be a torch.Tensor"):
+        resolve_backend("auto", "log", None)
+    with pytest.raises(ValueError, match="Unknown attention kernel 'bogus'"):
+        resolve_backend("auto", "bogus", CPU32)

@@ -8,11 +8,13 @@ and a weight ``k`` counts it ``k`` times.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 
 from .._fused import build_seconds, fused_unavailable_reason
 from ..kernels import get_kernel
-from ._backends import check_chunk_size, resolve_backend, run_attention
+from ._backends import resolve_backend, run_attention
 from ._weights import log_point_weights
 
 __all__ = ["kernel_attention", "fused_status"]
@@ -100,7 +102,7 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     _check_qkv(q, k, v)
     weights = _check_weights(weights, k)
     if chunk_size is not None:
-        chunk_size = check_chunk_size(chunk_size)
+        chunk_size = _check_chunk_size(chunk_size)
     resolved = resolve_backend(backend, kernel, q)
     log_weights = None if weights is None else log_point_weights(weights)
     return run_attention(q, k, v, kernel, log_weights, resolved, auto=backend == "auto", chunk_size=chunk_size)
@@ -188,3 +190,10 @@ def _check_weights(weights, k):
     if bool((weights.sum(dim=1) <= 0).any()):
         raise ValueError("weights sum to 0 for some measure; each measure needs a point with positive weight.")
     return weights
+
+
+def _check_chunk_size(chunk_size):
+    """``chunk_size`` as an int, refused unless a positive integer."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    return int(chunk_size)

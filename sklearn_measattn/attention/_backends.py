@@ -12,7 +12,6 @@ needs one).
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,13 +19,14 @@ import torch
 import torch.nn.functional as F
 
 from .._fused import fused_unavailable_reason
+from ..kernels import get_kernel
 from ._chunked import ChunkedKernelAttention, default_chunk
 from ._flex import kernel_flex_attention
 from ._fused_cpu import fused_supports, run_fused
 from ._trainable import checkpointed_attention, has_tensor_parameters
 from ._weights import attention_probabilities
 
-__all__ = ["AUTO_PREFERENCE", "BACKENDS", "check_chunk_size", "resolve_backend", "run_attention"]
+__all__ = ["AUTO_PREFERENCE", "BACKENDS", "resolve_backend", "run_attention"]
 
 # Largest score bound max|q| max|k| / sqrt(d) that "auto" sends to a backend whose
 # backward recomputes the weights as exp(s - lse) from the forward's saved
@@ -73,6 +73,8 @@ def _sdpa_run(q, k, v, kernel, log_weights, scale, chunk_size):
 def _flex_supports(kernel, tensor):
     if kernel.normalizer is not None:
         return "its score_mod is elementwise, but this kernel needs a threshold per query"
+    if has_tensor_parameters(kernel) and not hasattr(kernel.log_weight, "head"):
+        return "its score_mod sees one head at a time, but this kernel's tensors have no head(index) to take"
     return None
 
 
@@ -130,11 +132,11 @@ def resolve_backend(backend, kernel, tensor):
     ----------
     backend : str
         One of :data:`BACKENDS`.
-    kernel : AttentionKernel
-        The kernel to run.
+    kernel : str, callable or AttentionKernel
+        The kernel to run, see :func:`sklearn_measattn.kernels.get_kernel`.
     tensor : torch.Tensor
-        A tensor on the device and in the dtype of the inputs (its values are
-        not read).
+        A tensor on the device and in the dtype of the inputs (only its
+        ``device`` and ``dtype`` are read).
 
     Returns
     -------
@@ -147,6 +149,9 @@ def resolve_backend(backend, kernel, tensor):
     ------
     ValueError
         For an unknown backend, or one that cannot run this kernel, device or dtype.
+    TypeError
+        When ``tensor`` has no torch ``device`` and ``dtype``, or ``kernel`` is
+        not a kernel.
     RuntimeError
         For ``"fused"`` where its kernels cannot be built (``"auto"`` falls back).
 
@@ -162,6 +167,13 @@ def resolve_backend(backend, kernel, tensor):
     """
     if backend not in BACKENDS:
         raise ValueError(f"Unknown attention backend {backend!r}; valid choices are {', '.join(map(repr, BACKENDS))}.")
+    if not (isinstance(getattr(tensor, "device", None), torch.device) and isinstance(getattr(tensor, "dtype", None),
+                                                                                     torch.dtype)):
+        raise TypeError(
+            f"tensor must be a torch.Tensor on the device and in the dtype of the inputs (e.g. torch.empty(0, "
+            f"device='cuda')), got {type(tensor).__name__}."
+        )
+    kernel = get_kernel(kernel)
     if backend == "auto":
         for name in AUTO_PREFERENCE:
             record = _TABLE[name]
@@ -206,10 +218,3 @@ def _scores_may_break_recomputation(q, k):
     with torch.no_grad():
         bound = q.detach().norm(dim=-1).amax() * k.detach().norm(dim=-1).amax() / math.sqrt(q.shape[-1])
         return not bool(bound <= _RECOMPUTE_SAFE_SCORE)
-
-
-def check_chunk_size(chunk_size):
-    """``chunk_size`` as an int, refused unless a positive integer."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    return int(chunk_size)

@@ -7,6 +7,8 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
+from ._trainable import has_tensor_parameters
+
 # FlexAttention pads point counts to a multiple of this (its tile size).
 _FLEX_BLOCK = 128
 # Compiled variants of flex_attention allowed (kernels x dtypes x shape buckets).
@@ -69,7 +71,7 @@ def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
         present = F.pad(present, (0, padded_k - n_keys), value=False)
         block_mask = _key_block_mask(present, padded_q)
 
-    g = _per_head_log_weight(kernel.log_weight)
+    g = _per_head_log_weight(kernel)
     if log_weights is None:
 
         def score_mod(score, batch, head, q_idx, kv_idx):
@@ -96,9 +98,10 @@ def kernel_flex_attention(q, k, v, kernel, log_weights, scale):
     return torch.where(total == 0, mean.expand_as(out), out)
 
 
-def _per_head_log_weight(log_weight):
-    """``g(score, head)``: the kernel's ``g``, taken at the head's parameter when it has one per head."""
-    if isinstance(getattr(log_weight, "degree", None), torch.Tensor) and hasattr(log_weight, "head"):
+def _per_head_log_weight(kernel):
+    """``g(score, head)``: the kernel's ``g``, taken at the head's parameter when it holds one per head."""
+    log_weight = kernel.log_weight
+    if has_tensor_parameters(kernel):
         return lambda score, head: log_weight.head(head)(score)
     return lambda score, head: log_weight(score)
 
