@@ -9,7 +9,8 @@ A batch of measures is a float array ``(n_samples, n_points, n_features)``: samp
   :func:`sample_target_law` to draw their target measures again (the
   two-sample level of a distance).
 - A data-assimilation benchmark: forecast and analysis ensembles of the
-  Lorenz-96 model, :func:`make_lorenz96_analysis`.
+  Lorenz-96 model, :func:`make_lorenz96_analysis`, and the model itself,
+  :func:`integrate_lorenz96`.
 - Your own ensembles from ``.npy``, ``.npz``, CSV/TSV files or a pandas
   DataFrame: :func:`load_measures`.
 """
@@ -22,7 +23,7 @@ from ._benchmarks import (
     sample_target_law,
 )
 from ._loaders import MEASURE_FILE_FORMATS, load_measures
-from ._lorenz96 import OBSERVATION_NOISES, make_lorenz96_analysis
+from ._lorenz96 import OBSERVATION_NOISES, integrate_lorenz96, make_lorenz96_analysis
 from ._tails import TAILS
 
 __all__ = [
@@ -36,4 +37,5 @@ __all__ = [
     "sample_target_law",
     "load_measures",
     "make_lorenz96_analysis",
+    "integrate_lorenz96",
 ]

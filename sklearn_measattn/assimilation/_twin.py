@@ -1,0 +1,329 @@
+"""The cycled twin experiment: forecast, observe, analyse, score, cycle after cycle."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import InvalidParameterError, validate_params
+
+from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from ..metrics import crps_ensemble, energy_score
+from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
+from ._problem import N_VARIABLES, NOISE, OBSERVED, TwinProblem, make_twin_problem
+
+__all__ = ["ANALYSIS_NAMES", "DIVERGENCE_RULE", "TwinResult", "resolve_analysis", "twin_experiment"]
+
+#: The built-in analysis steps a twin experiment takes by name, with their default parameters.
+ANALYSIS_NAMES = {
+    "none": NoUpdate,
+    "enkf": EnKF,
+    "robust_enkf": RobustEnKF,
+    "serial_enkf": SerialEnKF,
+    "particle_filter": ParticleFilter,
+}
+
+_BLOW_UP = 1e4  # |x| on the Lorenz-96 attractor stays below about 15
+_LOST_WINDOW = 50
+
+#: The fixed rule by which a twin experiment declares divergence.
+DIVERGENCE_RULE = (
+    f"diverged: the ensemble became non-finite or left |x| < {_BLOW_UP:g} (the run stops there and the "
+    f"remaining cycles score inf), or the analysis RMSE averaged over {_LOST_WINDOW} consecutive cycles after "
+    "spin-up exceeded the climatological standard deviation of the truth (the filter lost the truth: it does "
+    "worse than a guess from the attractor's statistics)"
+)
+
+_SIMULATION_DEFAULTS = {
+    "n_variables": 40, "observed": "all", "noise": "gaussian", "df": 1.5, "noise_scale": 1.0, "dt_obs": 0.05,
+    "n_cycles": 1000,
+}
+
+
+@dataclass
+class TwinResult:
+    """The scores of one twin experiment, per cycle and averaged over time after spin-up.
+
+    Every score compares the analysis ensemble with the true state at the
+    same time; lower is better. Averages are over cycles ``spin_up`` to the
+    end; when the run stopped on divergence they are ``inf``.
+
+    Attributes
+    ----------
+    rmse : float
+        Time-averaged RMSE of the ensemble mean (root mean square over variables).
+    spread : float
+        Time-averaged ensemble spread: the root of the mean over variables of
+        the members' variance (``ddof=1``). A calibrated ensemble has spread
+        close to its RMSE.
+    crps : float
+        Time-averaged CRPS, the mean over variables of
+        :func:`~sklearn_measattn.metrics.crps_ensemble`.
+    energy_score : float
+        Time-averaged energy score of the whole state,
+        :func:`~sklearn_measattn.metrics.energy_score`.
+    rmse_per_cycle, spread_per_cycle, crps_per_cycle, energy_score_per_cycle : ndarray of shape (n_cycles,)
+        The same, per cycle (spin-up included).
+    diverged : bool
+        Whether the run diverged, by :data:`DIVERGENCE_RULE`.
+    diverged_at : int or None
+        The first cycle at which it did.
+    spin_up : int
+        Cycles left out of the averages.
+    ensemble_size : int
+        Members.
+    seconds_per_cycle : float
+        Mean wall-clock time of one analysis step.
+    analysis : str
+        What ran the analysis.
+    """
+
+    rmse: float
+    spread: float
+    crps: float
+    energy_score: float
+    rmse_per_cycle: np.ndarray = field(repr=False)
+    spread_per_cycle: np.ndarray = field(repr=False)
+    crps_per_cycle: np.ndarray = field(repr=False)
+    energy_score_per_cycle: np.ndarray = field(repr=False)
+    diverged: bool
+    diverged_at: int | None
+    spin_up: int
+    ensemble_size: int
+    seconds_per_cycle: float
+    analysis: str
+
+    SCORES = ("rmse", "spread", "crps", "energy_score")
+
+    def summary(self):
+        """The time averages, divergence and cost as a flat dict (a table row)."""
+        row = {name: getattr(self, name) for name in self.SCORES}
+        row.update(diverged=self.diverged, diverged_at=self.diverged_at, ensemble_size=self.ensemble_size,
+                   seconds_per_cycle=self.seconds_per_cycle, analysis=self.analysis)
+        return row
+
+
+def _cycle_scores(ensemble, truth):
+    mean = ensemble.mean(axis=0)
+    rmse = np.sqrt(np.mean((mean - truth) ** 2))
+    spread = np.sqrt(np.mean(ensemble.var(axis=0, ddof=1)))
+    crps = np.mean(crps_ensemble(ensemble.T, truth))
+    return rmse, spread, crps, float(energy_score(ensemble, truth))
+
+
+def resolve_analysis(analysis, observation_model, *, random_state=None):
+    """The callable a twin experiment runs: a name made into its built-in step, a step bound, a callable as given.
+
+    Parameters
+    ----------
+    analysis : str, AnalysisStep or callable
+        A name in :data:`ANALYSIS_NAMES`, an :class:`AnalysisStep` (bound here
+        to ``observation_model``, which checks its parameters), or any
+        callable ``(forecast_ensemble, observation) -> analysis_ensemble``.
+    observation_model : ObservationModel
+    random_state : int, RandomState instance or None, default=None
+
+    Returns
+    -------
+    callable
+    """
+    if isinstance(analysis, str):
+        if analysis not in ANALYSIS_NAMES:
+            raise InvalidParameterError(
+                f"The 'analysis' parameter must be one of {list(ANALYSIS_NAMES)}, an AnalysisStep or a callable "
+                f"(forecast_ensemble, observation) -> analysis_ensemble. Got {analysis!r} instead."
+            )
+        analysis = ANALYSIS_NAMES[analysis]()
+    if isinstance(analysis, AnalysisStep) or callable(getattr(analysis, "bind", None)):
+        return analysis.bind(observation_model, random_state=random_state)
+    return analysis
+
+
+def _describe(analysis):
+    if isinstance(analysis, str):
+        return analysis
+    if isinstance(analysis, AnalysisStep):
+        return repr(analysis)
+    return getattr(analysis, "__name__", type(analysis).__name__)
+
+
+@validate_params(
+    {
+        "analysis": [Choices(tuple(ANALYSIS_NAMES)), callable, AnalysisStep],
+        "problem": [TwinProblem, None],
+        "n_variables": [N_VARIABLES],
+        "observed": OBSERVED,
+        "noise": [NOISE],
+        "df": [POSITIVE_REAL],
+        "noise_scale": [POSITIVE_REAL],
+        "dt_obs": [POSITIVE_REAL],
+        "n_cycles": [POSITIVE_INT],
+        "ensemble_size": [NumberInterval(Integral, 2, None, closed="left", why="a spread needs two members")],
+        "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
+        "initial_spread": [POSITIVE_REAL],
+        "random_state": ["random_state"],
+        "callback": [callable, None],
+    },
+    prefer_skip_nested_validation=True,
+)
+def twin_experiment(
+    analysis,
+    problem=None,
+    *,
+    n_variables=40,
+    observed="all",
+    noise="gaussian",
+    df=1.5,
+    noise_scale=1.0,
+    dt_obs=0.05,
+    n_cycles=1000,
+    ensemble_size=40,
+    spin_up=100,
+    initial_spread=1.0,
+    random_state=None,
+    callback=None,
+):
+    """Run a cycled Lorenz-96 twin experiment with an ensemble filter and score it against the truth.
+
+    A true trajectory of the Lorenz-96 model (forcing 8) is observed every
+    ``dt_obs`` with Gaussian, Student-t or Cauchy noise. An ensemble starts
+    from the initial truth plus ``initial_spread`` Gaussian noise; each cycle
+    forecasts it to the next observation time with the same model, then
+    ``analysis`` turns the forecast and the observation into the analysis
+    ensemble, which starts the next forecast. Errors feed back: an update that
+    is fine once may drift or diverge over many cycles.
+
+    Parameters
+    ----------
+    analysis : str, AnalysisStep or callable
+        The analysis step: ``"none"`` (free-running ensemble), ``"enkf"``
+        (:class:`EnKF`), ``"robust_enkf"`` (:class:`RobustEnKF`),
+        ``"serial_enkf"`` (:class:`SerialEnKF`), ``"particle_filter"``
+        (:class:`ParticleFilter`), an :class:`AnalysisStep` with chosen
+        parameters (e.g. a :class:`LearnedAnalysis`), or any callable
+        ``(forecast, observation) -> analysis`` taking the forecast
+        ``(ensemble_size, n_variables)`` and the observation
+        ``(n_observed,)`` and returning an array shaped like the forecast.
+    problem : TwinProblem, default=None
+        The truth and observations (:func:`make_twin_problem`), to run several
+        filters on the same ones. When given, the simulation parameters below
+        (``n_variables`` to ``n_cycles``) must be left at their defaults: the
+        problem's own apply.
+    n_variables : int, default=40
+        State dimension (at least 4).
+    observed : {"all", "every_other"} or array-like of int, default="all"
+        The observed variables.
+    noise : {"gaussian", "student_t", "cauchy"}, default="gaussian"
+        Observation-noise law.
+    df : float, default=1.5
+        Degrees of freedom of the Student-t noise.
+    noise_scale : float, default=1.0
+        Scale of the noise.
+    dt_obs : float, default=0.05
+        Model time between observations.
+    n_cycles : int, default=1000
+        Assimilation cycles.
+    ensemble_size : int, default=40
+        Members.
+    spin_up : int, default=100
+        Cycles left out of the time averages (must be below ``n_cycles``).
+    initial_spread : float, default=1.0
+        Standard deviation of the initial ensemble around the initial truth.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the problem (when simulated here), the initial ensemble and the
+        analysis step's own randomness. The same seed gives the same truth and
+        observations as ``make_twin_problem(random_state=seed)``.
+    callback : callable, default=None
+        Called as ``callback(cycle, forecast, analysis, truth)`` after every
+        cycle (to record ensembles or training pairs).
+
+    Returns
+    -------
+    TwinResult
+        Time-averaged and per-cycle RMSE, spread, CRPS and energy score, and
+        divergence by :data:`DIVERGENCE_RULE`.
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        Before any work, on a parameter outside its domain (also the analysis
+        step's own parameters), or when ``problem`` is given with simulation
+        parameters.
+    ValueError
+        When a callable analysis returns an array of the wrong shape.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import twin_experiment
+    >>> enkf = twin_experiment("enkf", n_variables=10, n_cycles=300, ensemble_size=20, random_state=0)
+    >>> free = twin_experiment("none", n_variables=10, n_cycles=300, ensemble_size=20, random_state=0)
+    >>> bool(enkf.rmse < 0.5 * free.rmse)
+    True
+    >>> enkf.rmse_per_cycle.shape
+    (300,)
+    """
+    if spin_up >= (problem.n_cycles if problem is not None else n_cycles):
+        raise InvalidParameterError(
+            f"spin_up={spin_up} leaves no cycle to score: it must be below n_cycles "
+            f"({problem.n_cycles if problem is not None else n_cycles})."
+        )
+    rng = check_random_state(random_state)
+    if problem is None:
+        problem = make_twin_problem(
+            n_variables=n_variables, observed=observed, noise=noise, df=df, noise_scale=noise_scale, dt_obs=dt_obs,
+            n_cycles=n_cycles, random_state=rng,
+        )
+    else:
+        given = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
+                 "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
+        changed = [name for name, value in given.items()
+                   if not (isinstance(value, str) and value == _SIMULATION_DEFAULTS[name])
+                   and not (isinstance(value, Real) and value == _SIMULATION_DEFAULTS[name])]
+        if changed:
+            raise InvalidParameterError(
+                f"twin_experiment got a problem and simulation parameters {changed}: the problem fixes them. "
+                "Pass make_twin_problem(...) with those parameters instead, or no problem."
+            )
+    step = resolve_analysis(analysis, problem.observation_model, random_state=rng)
+    return _run(step, problem, ensemble_size=ensemble_size, spin_up=spin_up, initial_spread=initial_spread,
+                rng=rng, callback=callback, name=_describe(analysis))
+
+
+def _run(step, problem, *, ensemble_size, spin_up, initial_spread, rng, callback, name):
+    n_cycles, n_variables = problem.n_cycles, problem.n_variables
+    scores = np.full((4, n_cycles), np.inf)
+    ensemble = problem.truth[0] + initial_spread * rng.standard_normal((ensemble_size, n_variables))
+    threshold = problem.climatological_std
+    diverged_at, seconds = None, 0.0
+    for k in range(n_cycles):
+        forecast = problem.forecast(ensemble)
+        if not (np.all(np.isfinite(forecast)) and np.max(np.abs(forecast)) < _BLOW_UP):
+            diverged_at = k
+            break
+        start = time.perf_counter()
+        ensemble = np.asarray(step(forecast, problem.observations[k]), dtype=np.float64)
+        seconds += time.perf_counter() - start
+        if ensemble.shape != forecast.shape:
+            raise ValueError(
+                f"The analysis step returned shape {ensemble.shape} for a forecast of shape {forecast.shape}; "
+                "it must return one analysis member per forecast member."
+            )
+        if not (np.all(np.isfinite(ensemble)) and np.max(np.abs(ensemble)) < _BLOW_UP):
+            diverged_at = k
+            break
+        scores[:, k] = _cycle_scores(ensemble, problem.truth[k + 1])
+        if callback is not None:
+            callback(k, forecast, ensemble, problem.truth[k + 1])
+        if diverged_at is None and k + 1 - spin_up >= _LOST_WINDOW:
+            if scores[0, k + 1 - _LOST_WINDOW : k + 1].mean() > threshold:
+                diverged_at = k
+    averages = scores[:, spin_up:].mean(axis=1)
+    completed = (diverged_at + 1) if diverged_at is not None and not np.isfinite(averages[0]) else n_cycles
+    return TwinResult(
+        *map(float, averages), *scores,
+        diverged=diverged_at is not None, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size,
+        seconds_per_cycle=seconds / max(completed, 1), analysis=name,
+    )
