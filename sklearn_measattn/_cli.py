@@ -199,9 +199,11 @@ def _add_diagnose(sub):
         description=(
             "Read measures from FILE (.npy, .npz, .csv or .tsv; the report names the .npz array it read) and "
             "print: the tail index of each feature (named by its column in a table) and of the point norm with "
-            "its uncertainty, and whether the measures' own tails differ; which kernels' attention integrals "
-            "diverge at that index; each kernel's attention effective sample size on your data; and a "
-            "recommended kernel and transform."
+            "its uncertainty, within ensembles (the points around their measure's median) and across samples "
+            "(the measures' medians, which see shifts of whole measures), and whether the measures' own tails "
+            "differ; which kernels' attention integrals diverge at the heavier of the two indices (the basis); "
+            "each kernel's attention effective sample size on your data; and a recommended kernel and "
+            "transform, saying which tails it rests on."
         ),
     )
     diag.add_argument("file", metavar="FILE", help="the measures: .npy, .npz, .csv or .tsv")

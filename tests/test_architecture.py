@@ -1,6 +1,6 @@
 """The import rules of docs/architecture.rst, checked on the source.
 
-The package is the root's modules plus the subpackages ``attention``,
+The package is the root's modules plus the subpackages ``assimilation``, ``attention``,
 ``datasets``, ``experiments`` and ``metrics``. Across those lines, a module
 imports public names only: never a name that begins with an underscore, and
 from a subpackage only what its ``__init__`` exports (not its private modules).
@@ -64,7 +64,7 @@ def _violations(module, source, is_package=False):
 
 
 def test_the_package_has_the_subpackages_the_rules_name():
-    assert SUBPACKAGES == ["attention", "datasets", "experiments", "metrics"]
+    assert SUBPACKAGES == ["assimilation", "attention", "datasets", "experiments", "metrics"]
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))

@@ -22,6 +22,7 @@ PUBLIC_MODULES = [
     "sklearn_measattn.datasets",
     "sklearn_measattn.metrics",
     "sklearn_measattn.experiments",
+    "sklearn_measattn.assimilation",
 ]
 
 

@@ -172,6 +172,109 @@ def test_diagnosis_is_seeded():
     assert a.kernels == b.kernels
 
 
+def _shifted(shift, n_samples=200, n_points=64, n_features=2, seed=0):
+    """Gaussian ensembles, each moved as a whole by one draw of ``shift`` (shared by all its points)."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n_samples, n_points, n_features)) + shift(rng, (n_samples, 1, n_features))
+
+
+def test_diagnosis_sees_heavy_tails_across_samples_that_are_light_within_ensembles():
+    X = _shifted(lambda rng, size: rng.standard_cauchy(size))
+    diagnosis = diagnose_measures(X, kernels=["softmax", "poly", "log", "sigmoid"])
+    within, across = diagnosis.tails, diagnosis.across_tails
+    assert within.light_tailed.all() and within.norm[0] > LIGHT_TAIL_INDEX
+    assert across.n_values == 200 and across.n_tail == 14
+    alpha, lower, upper = across.norm
+    assert abs(alpha - 1.0) < 3 * across.standard_error[-1] and lower < 1.0 < upper
+    assert not across.light_tailed.any()
+    assert diagnosis.tail_basis == "across samples" and diagnosis.basis_tails is across
+    assert not diagnosis.light_tailed
+    assert not (diagnosis.kernel == "softmax" and diagnosis.transform is None)
+    assert diagnosis.transform == "symlog"  # the interval reaches below 2
+    assert "heavy tails across samples" in diagnosis.reason and "within ensembles the points read light" in diagnosis.reason
+    by_kernel = {k["kernel"]: k for k in diagnosis.kernels}
+    assert by_kernel["softmax"]["integrals"] == "diverge" and by_kernel["poly"]["integrals"] != "converge"
+    # the same ensembles, each centred on its own median: nothing left across samples but rounding
+    unshifted = diagnose_measures(X - np.median(X, axis=1, keepdims=True), kernels=["softmax"])
+    assert np.isnan(unshifted.across_tails.tail_index).all() and unshifted.tail_basis == "within ensembles"
+    assert (unshifted.kernel, unshifted.transform) == ("softmax", None)
+    text = format_diagnosis(diagnosis)
+    assert "Tails within ensembles" in text and "Tails across samples" in text
+    assert "Basis: the tails across samples" in text
+    rows = diagnosis.rows()
+    across_rows = [r for r in rows if r["what"] == "tail_index_across_samples"]
+    assert [r["of"] for r in across_rows] == ["feature 0", "feature 1", "norm"]
+    assert all(r["detail"].endswith("heavy") for r in across_rows)
+    (basis,) = [r for r in rows if r["what"] == "tail_basis"]
+    assert basis["detail"] == "across samples" and basis["value"] == alpha
+    assert rows[-1]["what"] == "recommendation"
+
+
+def test_the_same_shifts_are_not_seen_by_the_tails_within_ensembles_alone():
+    # what the diagnosis read before it looked across samples: light tails, softmax without a transform
+    X = _shifted(lambda rng, size: rng.standard_cauchy(size))
+    assert estimate_tail_index(X).light_tailed.all()
+
+
+@pytest.mark.parametrize("tail, alpha", [("student_t", 1.0), ("pareto", 0.7)])
+def test_diagnosis_of_iid_heavy_points_rests_on_the_tails_within_ensembles(tail, alpha):
+    diagnosis = diagnose_measures(_draws(tail, alpha, n_samples=64, n_points=128), kernels=["softmax", "log"])
+    assert diagnosis.tail_basis == "within ensembles" and diagnosis.basis_tails is diagnosis.tails
+    # the median of 128 such points has light tails: the measures do not shift as wholes
+    assert diagnosis.across_tails is not None and diagnosis.across_tails.light_tailed[-1]
+    assert diagnosis.transform == "symlog" and "heavy tails within ensembles" in diagnosis.reason
+    assert "Basis: the tails within ensembles" in format_diagnosis(diagnosis)
+
+
+def test_gaussian_shifts_do_not_read_heavy_across_samples():
+    # from a few dozen medians Hill's estimate of a Gaussian tail is small (about 4 from 40): not a power law
+    estimates = []
+    for seed in range(10):
+        X = _shifted(lambda rng, size: 3.0 * rng.standard_normal(size), n_samples=40, n_features=1, seed=seed)
+        diagnosis = diagnose_measures(X, kernels=["softmax", "log"], max_measures=8, max_queries=16)
+        estimates.append(diagnosis.across_tails.norm[0])
+        assert diagnosis.across_tails.light_tailed.all() and diagnosis.tail_basis == "within ensembles"
+        assert (diagnosis.kernel, diagnosis.transform) == ("softmax", None)
+    assert np.mean(np.array(estimates) < LIGHT_TAIL_INDEX) > 0.5  # the estimate alone would mostly say heavy
+
+
+def test_gaussian_tail_index_is_what_hill_gives_on_gaussian_values():
+    rng = np.random.default_rng(0)
+    for m in (40, 200):
+        estimates = [estimate_tail_index(rng.standard_normal((1, m, 1))) for _ in range(300)]
+        reference = estimates[0].gaussian_tail_index
+        assert all(e.gaussian_tail_index == reference for e in estimates)
+        assert np.median([e.tail_index[0] for e in estimates]) == pytest.approx(reference, rel=0.1)
+    assert estimates[0].gaussian_tail_index > estimate_tail_index(rng.standard_normal((1, 40, 1))).gaussian_tail_index
+
+
+def test_too_few_measures_for_the_tails_across_samples_says_so():
+    diagnosis = diagnose_measures(_shifted(lambda rng, size: rng.standard_cauchy(size), n_samples=24),
+                                  kernels=["softmax", "log"])
+    assert diagnosis.across_tails is None and diagnosis.tail_basis == "within ensembles"
+    assert any("too few (25 at least)" in note for note in diagnosis.notes)
+    assert "Tails across samples: not estimated" in format_diagnosis(diagnosis)
+    assert not [r for r in diagnosis.rows() if r["what"] == "tail_index_across_samples"]
+    assert diagnose_measures(_shifted(lambda rng, size: rng.standard_cauchy(size), n_samples=25),
+                             kernels=["softmax"]).across_tails.n_tail == 5
+
+
+def test_tails_across_samples_use_each_measure_s_own_points():
+    rng = np.random.default_rng(4)
+    ragged = [rng.standard_normal((int(n), 2)) + rng.standard_cauchy(2) for n in rng.integers(20, 60, size=36)]
+    diagnosis = diagnose_measures(ragged, kernels=["log"])
+    medians = np.array([np.median(m, axis=0) for m in ragged])  # the zero padding left out
+    np.testing.assert_array_equal(diagnosis.across_tails.tail_index, estimate_tail_index(medians[None]).tail_index)
+
+
+def test_one_point_per_measure_rests_on_the_tails_across_samples():
+    # nothing to see within ensembles of one point; across samples they are the points themselves
+    X = np.random.default_rng(5).standard_cauchy((400, 1, 2))
+    diagnosis = diagnose_measures(X, kernels=["softmax", "log"], n_tail=10)
+    assert np.isnan(diagnosis.tails.norm[0]) and diagnosis.tail_basis == "across samples"
+    assert diagnosis.transform == "symlog"
+
+
 @pytest.mark.parametrize("kwargs, match", [({"kernels": []}, "kernels is empty"), ({"max_queries": 0}, "max_queries"),
                                            ({"kernels": ["gauss"]}, "Unknown attention kernel")])
 def test_diagnosis_bad_options(kwargs, match):

@@ -31,6 +31,7 @@ from ._baselines import (
     gaspari_cohn,
     localization_matrix,
 )
+from ._dapper import DAPPER_METHODS, run_dapper
 from ._learned import ANALYSIS_FEATURES, LearnedAnalysis, analysis_features, make_analysis_training_data
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
@@ -38,6 +39,7 @@ from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis
 __all__ = [
     "ANALYSIS_FEATURES",
     "ANALYSIS_NAMES",
+    "DAPPER_METHODS",
     "DIVERGENCE_RULE",
     "AnalysisStep",
     "EnKF",
@@ -55,5 +57,6 @@ __all__ = [
     "make_analysis_training_data",
     "make_twin_problem",
     "resolve_analysis",
+    "run_dapper",
     "twin_experiment",
 ]

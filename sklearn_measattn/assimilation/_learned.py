@@ -11,12 +11,14 @@ from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from .._training import transform_points
-from .._validation import POSITIVE_INT, POSITIVE_REAL, NumberInterval
-from ._baselines import INFLATION, LOCALIZATION, AnalysisStep, SerialEnKF
+from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
 from ._problem import N_VARIABLES, NOISE, OBSERVED, TwinProblem, make_twin_problem
 from ._twin import _run, resolve_analysis
 
 __all__ = ["ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data"]
+
+_REFLECTION = np.array([-1.0, -1.0, 1.0, 1.0])  # x -> -x negates the member and the innovation features
 
 #: The features of every member of the scalar ensembles a learned analysis sees, in order.
 ANALYSIS_FEATURES = ("member", "innovation", "log_noise_ratio", "noise_tail")
@@ -114,6 +116,10 @@ class LearnedAnalysis(SerialEnKF):
     localization_radius : float or None, default=None
         Gaspari-Cohn half-width of the regression step, in variables; None:
         none (with fewer members than variables, set one).
+    relaxation : float, default=0.0
+        Relaxation to prior spread after the update, in [0, 1) (see
+        :class:`SerialEnKF`): a learned update that is slightly over-confident
+        at each of many serial steps would otherwise shrink the ensemble.
 
     Examples
     --------
@@ -135,12 +141,14 @@ class LearnedAnalysis(SerialEnKF):
         "estimator": [HasMethods(["predict"])],
         "inflation": [INFLATION],
         "localization_radius": LOCALIZATION,
+        "relaxation": [RELAXATION],
     }
 
-    def __init__(self, estimator, *, inflation=1.0, localization_radius=None):
+    def __init__(self, estimator, *, inflation=1.0, localization_radius=None, relaxation=0.0):
         self.estimator = estimator
         self.inflation = inflation
         self.localization_radius = localization_radius
+        self.relaxation = relaxation
 
     def _prepare(self):
         super()._prepare()
@@ -159,27 +167,37 @@ class LearnedAnalysis(SerialEnKF):
         self._network = getattr(getattr(estimator, "net_", None), "module_", None)
 
     def _predict_standardised(self, features):
-        """(n_members, 4) features -> (n_members,) standardised posterior members."""
+        """(n_members, 4) features -> (n_members,) standardised posterior members, in increasing order.
+
+        The model runs on the problem and on its reflection ``x -> -x``
+        (members and innovation negated) in one batch, and the sorted members
+        of the two posteriors (the second reflected back) are averaged: Bayes'
+        rule commutes with the reflection for the symmetric noise laws here,
+        and the average removes the part of the model's error that does not.
+        """
+        batch = np.stack([features, features * _REFLECTION])
         estimator = self.estimator
         if self._network is None:
-            return np.asarray(estimator.predict(features[None]), dtype=np.float64).reshape(-1)
-        X = transform_points(estimator.transform_X_, features[None], "transform")
-        module = self._network
-        was_training = module.training
-        module.eval()
-        try:
-            with torch.no_grad():
-                out = module(torch.as_tensor(X, dtype=torch.float32, device=estimator.device_))
-        finally:
-            module.train(was_training)
-        out = out.to(torch.float64).cpu().numpy()
-        return transform_points(estimator.transform_y_, out, "inverse_transform").reshape(-1)
+            out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(2, -1)
+        else:
+            X = transform_points(estimator.transform_X_, batch, "transform")
+            module = self._network
+            was_training = module.training
+            module.eval()
+            try:
+                with torch.no_grad():
+                    out = module(torch.as_tensor(X, dtype=torch.float32, device=estimator.device_))
+            finally:
+                module.train(was_training)
+            out = out.to(torch.float64).cpu().numpy()
+            out = transform_points(estimator.transform_y_, out, "inverse_transform").reshape(2, -1)
+        return 0.5 * (np.sort(out[0]) + np.sort(-out[1]))
 
     def _scalar_update(self, prior, observation):
         features, centre, scale = analysis_features(
             prior, observation, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_
         )
-        posterior = np.sort(self._predict_standardised(features))
+        posterior = self._predict_standardised(features)
         matched = np.empty_like(posterior)
         matched[np.argsort(prior, kind="stable")] = posterior
         return centre + scale * matched
@@ -199,6 +217,7 @@ class LearnedAnalysis(SerialEnKF):
         "ensemble_size": [NumberInterval(Integral, 2, None, closed="left")],
         "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
         "initial_spread": [NumberInterval(Real, 0, None, closed="neither")],
+        "target": [Choices(("member", "truth"))],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
@@ -217,24 +236,38 @@ def make_analysis_training_data(
     ensemble_size=40,
     spin_up=100,
     initial_spread=1.0,
+    target="member",
     random_state=None,
 ):
-    """Training pairs for a :class:`LearnedAnalysis`, drawn from a cycled filter: scalar forecasts and the truth.
+    """Training pairs for a :class:`LearnedAnalysis`: scalar forecast ensembles from a cycled filter, and their targets.
 
     Runs a twin experiment (see :func:`twin_experiment` for the parameters)
     with a serial filter, ``teacher``, and records, for every observation of
     every cycle after ``spin_up``, the ensemble of the observed variable just
-    before it is updated (the prior that the learned step will see in the
-    same place) with the observation, as the measure of
-    :func:`analysis_features`, and the true value of that variable,
-    standardised the same way, as a one-point target. Trained with the energy
-    loss, a model learns the posterior of each scalar update under the noise
-    law and the forecast errors that a cycled filter actually has; the truth
-    needs no reference posterior.
+    before it is updated: the priors a learned step sees in the same place,
+    with the shapes (skewness, outliers) a cycled Lorenz-96 filter gives them.
+    Each becomes the measure of :func:`analysis_features` and a one-point
+    target, standardised alike. Trained with the energy loss (against one
+    point, the energy score, a proper scoring rule) a model learns a
+    posterior ensemble, not a point estimate.
 
-    To train on the learned filter's own forecasts (data aggregation), pass
-    a :class:`LearnedAnalysis` as ``teacher``. Concatenate pairs from several
-    noise laws and scales to train one model for all of them.
+    ``target`` chooses what the posterior is of:
+
+    - ``"member"`` (default): the teacher runs ``ensemble_size + 1`` members;
+      at each record one member, chosen at random, stands in for the truth,
+      the other ``ensemble_size`` form the prior, and the observation is
+      simulated from the stand-in with the problem's noise law and scale.
+      The stand-in is exchangeable with the members, so the prior is
+      calibrated by construction and the model learns Bayes' rule for the
+      scalar update: it trusts the prior's spread, as a Kalman update does,
+      and leaves the calibration of the spread across cycles to inflation.
+    - ``"truth"``: the problem's truth and observations. The model then also
+      learns how the *teacher's* spread is miscalibrated, which stops holding
+      once the learned step runs the cycle itself (its spread drifts and the
+      filter can collapse); use it with a learned teacher (data aggregation).
+
+    Concatenate pairs from several noise laws and scales to train one model
+    for all of them.
 
     Parameters
     ----------
@@ -246,8 +279,10 @@ def make_analysis_training_data(
         Truth and observations; by default simulated from the parameters below.
     n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles, ensemble_size, spin_up, initial_spread
         As in :func:`twin_experiment`.
+    target : {"member", "truth"}, default="member"
+        What the one-point targets are (above).
     random_state : int, RandomState instance or None, default=None
-        Seeds the problem, the ensemble and the teacher.
+        Seeds the problem, the ensemble, the teacher and the stand-ins.
 
     Returns
     -------
@@ -255,7 +290,7 @@ def make_analysis_training_data(
         The measures of :func:`analysis_features`, ``n_pairs = (n_cycles -
         spin_up) * n_observed`` (fewer if the teacher diverged).
     y : ndarray of shape (n_pairs, 1, 1)
-        The standardised truth.
+        The standardised targets.
 
     Examples
     --------
@@ -291,12 +326,20 @@ def make_analysis_training_data(
         records.clear()
 
     step.recorder_ = records
-    _run(step, problem, ensemble_size=ensemble_size, spin_up=spin_up, initial_spread=initial_spread, rng=rng,
+    n_members = ensemble_size + (target == "member")
+    _run(step, problem, ensemble_size=n_members, spin_up=spin_up, initial_spread=initial_spread, rng=rng,
          callback=record, name="teacher")
     model = problem.observation_model
+    priors = np.asarray(priors).reshape(-1, n_members)
+    if target == "member":
+        stand_in = rng.randint(n_members, size=len(priors))
+        truths = priors[np.arange(len(priors)), stand_in]
+        keep = np.ones(priors.shape, dtype=bool)
+        keep[np.arange(len(priors)), stand_in] = False
+        priors = priors[keep].reshape(-1, ensemble_size)
+        observations = truths + model.noise_scale * model.standard_noise(truths.shape, rng)
     X, centre, scale = analysis_features(
-        np.asarray(priors).reshape(-1, ensemble_size), np.asarray(observations),
-        noise_scale=model.noise_scale, noise_tail=model.tail,
+        priors, np.asarray(observations), noise_scale=model.noise_scale, noise_tail=model.tail
     )
     y = ((np.asarray(truths) - centre) / scale)[:, None, None]
     return X, y

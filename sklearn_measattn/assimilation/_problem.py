@@ -122,7 +122,19 @@ class ObservationModel:
         return f"ObservationModel(n_variables={self.n_variables}, observed={observed}, noise={law}, scale={self.noise_scale:g})"
 
     def standard_noise(self, size, random_state=None):
-        """Draws of ``eps`` (unit scale) of the given shape."""
+        """Draws of ``eps`` (unit scale) of the given shape.
+
+        Parameters
+        ----------
+        size : int or tuple of int
+            Shape of the draws.
+        random_state : int, RandomState instance or None, default=None
+            Source of the draws.
+
+        Returns
+        -------
+        ndarray
+        """
         rng = check_random_state(random_state)
         if self.noise == "gaussian":
             return rng.standard_normal(size)
@@ -131,7 +143,19 @@ class ObservationModel:
         return rng.standard_t(self.df, size)
 
     def sample(self, states, random_state=None):
-        """Noisy observations of ``states`` (..., n_variables) -> (..., n_observed)."""
+        """Noisy observations of ``states`` (..., n_variables) -> (..., n_observed).
+
+        Parameters
+        ----------
+        states : array-like of shape (..., n_variables)
+            True states.
+        random_state : int, RandomState instance or None, default=None
+            Source of the noise.
+
+        Returns
+        -------
+        ndarray of shape (..., n_observed)
+        """
         states = np.asarray(states, dtype=np.float64)
         return states[..., self.observed] + self.noise_scale * self.standard_noise(
             states[..., self.observed].shape, random_state
@@ -142,6 +166,17 @@ class ObservationModel:
 
         Normalised: the densities integrate to one, so values of different
         noise laws can be compared.
+
+        Parameters
+        ----------
+        observation : array-like of shape (n_observed,)
+            An observation.
+        states : array-like of shape (..., n_variables)
+            Candidate states (members, particles).
+
+        Returns
+        -------
+        ndarray of shape (...)
         """
         residual = (np.asarray(observation) - np.asarray(states)[..., self.observed]) / self.noise_scale
         n = self.n_observed
@@ -162,7 +197,7 @@ class TwinProblem:
     time ``k * dt_obs`` to ``(k + 1) * dt_obs`` and assimilates
     ``observations[k]``, an observation of ``truth[k + 1]``.
 
-    Attributes
+    Parameters
     ----------
     truth : ndarray of shape (n_cycles + 1, n_variables)
         The true state at every observation time, ``truth[0]`` the start.
@@ -172,11 +207,23 @@ class TwinProblem:
         How they were made (observed variables, noise law and scale).
     dt_obs : float
         Model time between observations.
-    forcing, time_step : float
-        The Lorenz-96 forcing and the largest Runge-Kutta step.
+    forcing : float
+        The Lorenz-96 forcing.
+    time_step : float
+        The largest Runge-Kutta step.
+
+    Attributes
+    ----------
     climatological_std : float
         Standard deviation of the truth over time and variables (about 3.6
         for ``forcing=8``): an analysis whose error exceeds it has lost the truth.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import make_twin_problem
+    >>> problem = make_twin_problem(n_variables=8, n_cycles=20, random_state=0)
+    >>> problem.forecast(problem.truth[:1]).shape  # one observation interval of the true model
+    (1, 8)
     """
 
     truth: np.ndarray
@@ -199,7 +246,18 @@ class TwinProblem:
         return float(self.truth.std())
 
     def forecast(self, states):
-        """Propagate states (..., n_variables) over one observation interval with the true model."""
+        """Propagate states (..., n_variables) over one observation interval with the true model.
+
+        Parameters
+        ----------
+        states : array-like of shape (..., n_variables)
+            States at an observation time.
+
+        Returns
+        -------
+        ndarray of shape (..., n_variables)
+            The states ``dt_obs`` later.
+        """
         return integrate_lorenz96(states, self.dt_obs, forcing=self.forcing, time_step=self.time_step)
 
 

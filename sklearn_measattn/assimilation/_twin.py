@@ -49,9 +49,10 @@ class TwinResult:
 
     Every score compares the analysis ensemble with the true state at the
     same time; lower is better. Averages are over cycles ``spin_up`` to the
-    end; when the run stopped on divergence they are ``inf``.
+    end; when the run stopped on divergence they are ``inf``. Made by
+    :func:`twin_experiment` and :func:`run_dapper`.
 
-    Attributes
+    Parameters
     ----------
     rmse : float
         Time-averaged RMSE of the ensemble mean (root mean square over variables).
@@ -79,6 +80,14 @@ class TwinResult:
         Mean wall-clock time of one analysis step.
     analysis : str
         What ran the analysis.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import twin_experiment
+    >>> result = twin_experiment("robust_enkf", n_variables=8, noise="cauchy", n_cycles=100, spin_up=20,
+    ...                          ensemble_size=10, random_state=0)
+    >>> sorted(result.summary())[:4]
+    ['analysis', 'crps', 'diverged', 'diverged_at']
     """
 
     rmse: float
@@ -129,6 +138,14 @@ def resolve_analysis(analysis, observation_model, *, random_state=None):
     Returns
     -------
     callable
+        ``(forecast_ensemble, observation) -> analysis_ensemble``.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import ObservationModel, resolve_analysis
+    >>> step = resolve_analysis("robust_enkf", ObservationModel(n_variables=8), random_state=0)
+    >>> step
+    RobustEnKF()
     """
     if isinstance(analysis, str):
         if analysis not in ANALYSIS_NAMES:

@@ -4,10 +4,12 @@ The study engine behind the ``measattn`` command line and the scripts in
 ``studies/``:
 
 - :func:`diagnose_measures` (``measattn diagnose``) looks at a batch of measures
-  before any training: the tail index per feature and of the point norm
-  (:func:`estimate_tail_index`), which kernels' attention integrals diverge at
-  that index, the attention effective sample size of each kernel on the data,
-  and a recommended kernel and transform with the reason;
+  before any training: the tail index per feature and of the point norm,
+  within ensembles (:func:`estimate_tail_index`) and across samples (of the
+  measures' medians), which kernels' attention integrals diverge at the
+  heavier of the two, the attention effective sample size of each kernel on
+  the data, and a recommended kernel and transform with the reason and the
+  tails it rests on;
 - :func:`compare_kernels` (``measattn compare``) trains one model per kernel,
   transform and seed on a built-in benchmark, :func:`compare_kernels_on_data`
   (``measattn compare --data``) on your own measures with held-out measures,

@@ -14,7 +14,12 @@ from ..kernels import KERNEL_NAMES, get_kernel
 from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
 from ..preprocessing import symlog
 from ._report import format_number, format_table
-from ._tails import _per_measure_tail_index, estimate_tail_index
+from ._tails import (
+    MIN_MEASURES_ACROSS,
+    _across_sample_tail_index,
+    _per_measure_tail_index,
+    estimate_tail_index,
+)
 from ._threads import torch_threads
 
 __all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
@@ -33,17 +38,22 @@ class Diagnosis:
     Parameters
     ----------
     tails : TailIndexEstimate
-        Hill estimates per feature and of the norm.
+        Hill estimates per feature and of the norm, within ensembles: the
+        points' distances to their own measure's median, pooled.
     kernels : list of dict
         One dict per kernel: ``kernel``, ``growth``, ``min_tail_index`` (its
         integrals converge for tail indices above this), ``integrals``
         (``"converge"``, ``"diverge"``, ``"borderline"`` when the interval of
-        the norm's tail index straddles ``min_tail_index``, ``"unknown"`` for
-        user kernels), ``support`` (``"full"``, or ``"bounded"`` for kernels
-        that are zero below a threshold), ``ess_none`` and ``ess_symlog``
-        (random-projection attention ESS / n without and with symlog).
+        the tail index straddles ``min_tail_index``, ``"unknown"`` for user
+        kernels; at the norm's tail index of the basis, ``basis_tails``),
+        ``support`` (``"full"``, or ``"bounded"`` for kernels that are zero
+        below a threshold), ``ess_none`` and ``ess_symlog`` (random-projection
+        attention ESS / n without and with symlog).
     light_tailed : bool
-        The norm's tail index estimate is above the light-tail threshold.
+        The norm's tails that the recommendation rests on (``tail_basis``)
+        read light: within ensembles, an estimate above the light-tail
+        threshold, and then no heavy tail across samples either (which would
+        have become the basis).
     kernel : str
         The recommended kernel.
     transform : str or None
@@ -67,6 +77,16 @@ class Diagnosis:
         Whether the measures' own estimates are too far apart for one common
         tail index (their simultaneous intervals do not all overlap); the
         pooled estimate then mixes different tails.
+    across_tails : TailIndexEstimate or None
+        Hill estimates per feature and of the norm across samples: of each
+        measure's coordinate-wise median, centred at the median of all of them
+        (a shift shared by all the points of a measure shows here, not in
+        ``tails``), read with ``light_rule="interval"``. ``None`` for fewer
+        than 25 measures.
+    tail_basis : str
+        The tails the recommendation rests on: ``"within ensembles"``
+        (``tails``) or ``"across samples"`` (``across_tails``, when its norm
+        reads heavy and heavier than within ensembles).
 
     Examples
     --------
@@ -89,6 +109,13 @@ class Diagnosis:
     notes: list = field(default_factory=list)
     measure_tail_index: tuple = (math.nan, math.nan)
     tails_differ: bool = False
+    across_tails: object = None
+    tail_basis: str = "within ensembles"
+
+    @property
+    def basis_tails(self):
+        """The estimate the recommendation rests on: ``tails`` or ``across_tails``, as ``tail_basis`` says."""
+        return self.across_tails if self.tail_basis == "across samples" else self.tails
 
     def rows(self):
         """The diagnosis as CSV rows (long format, for :func:`write_csv`).
@@ -96,16 +123,20 @@ class Diagnosis:
         Returns
         -------
         rows : list of dict
-            Keys ``what`` (``"tail_index"``, ``"attention_ess"``,
-            ``"integrals"`` or ``"recommendation"``), ``of``, ``value``,
-            ``standard_error``, ``ci_lower``, ``ci_upper``, ``detail``.
+            Keys ``what`` (``"tail_index"`` within ensembles,
+            ``"tail_index_across_samples"``, ``"integrals"``,
+            ``"attention_ess"``, ``"tail_index_per_measure"``, ``"tail_basis"``
+            or ``"recommendation"``), ``of``, ``value``, ``standard_error``,
+            ``ci_lower``, ``ci_upper``, ``detail``.
         """
-        rows = [
-            {"what": "tail_index", "of": r["of"], "value": r["tail_index"], "standard_error": r["standard_error"],
-             "ci_lower": r["ci_lower"], "ci_upper": r["ci_upper"],
-             "detail": f"Hill, k={r['n_tail']} of {r['n_values']}, {'light' if r['light_tailed'] else 'heavy'}"}
-            for r in self.tails.rows()
-        ]
+        rows = []
+        for what, tails in (("tail_index", self.tails), ("tail_index_across_samples", self.across_tails)):
+            rows += [
+                {"what": what, "of": r["of"], "value": r["tail_index"], "standard_error": r["standard_error"],
+                 "ci_lower": r["ci_lower"], "ci_upper": r["ci_upper"],
+                 "detail": f"Hill, k={r['n_tail']} of {r['n_values']}, {'light' if r['light_tailed'] else 'heavy'}"}
+                for r in (tails.rows() if tails is not None else [])
+            ]
         for k in self.kernels:
             rows.append({"what": "integrals", "of": k["kernel"], "value": k["min_tail_index"],
                          "detail": f"{k['integrals']} ({k['growth']} growth"
@@ -116,6 +147,9 @@ class Diagnosis:
         low, high = self.measure_tail_index
         rows.append({"what": "tail_index_per_measure", "of": "norm", "ci_lower": low, "ci_upper": high,
                      "detail": "differ" if self.tails_differ else "consistent with one tail index"})
+        alpha, lower, upper = self.basis_tails.norm
+        rows.append({"what": "tail_basis", "of": "norm", "value": alpha, "ci_lower": lower, "ci_upper": upper,
+                     "detail": self.tail_basis})
         rows.append({"what": "recommendation", "of": f"{self.kernel}/{self.transform or 'none'}",
                      "detail": self.reason})
         return rows
@@ -170,9 +204,31 @@ def _percent(fraction):
     return "an unmeasurable share" if not np.isfinite(fraction) else f"{format_number(100 * fraction)}%"
 
 
-def _recommend(tails, kernels):
-    """``(kernel, transform, reason)`` from the tail estimate and the measured ESS; the rule is in the docstring
+def _tail_basis(tails, across):
+    """``"across samples"`` when the tails across samples read heavy and heavier than within ensembles."""
+    if across is None:
+        return "within ensembles"
+    within_alpha, across_alpha = tails.norm[0], across.norm[0]
+    across_heavy = bool(np.isfinite(across_alpha) and not across.light_tailed[-1])
+    within_heavy = bool(np.isfinite(within_alpha) and not tails.light_tailed[-1])
+    if across_heavy and not (within_heavy and within_alpha <= across_alpha):
+        return "across samples"
+    if np.isnan(within_alpha) and np.isfinite(across_alpha):  # no reading within ensembles (e.g. one point each)
+        return "across samples"
+    return "within ensembles"
+
+
+def _tails_phrase(tails):
+    alpha = tails.norm[0]
+    if tails.light_tailed[-1]:
+        return f"read light (tail index estimate {format_number(alpha)})"
+    return f"have tail index about {format_number(alpha)}"
+
+
+def _recommend(within, across, basis, kernels):
+    """``(kernel, transform, reason)`` from the tail estimates and the measured ESS; the rule is in the docstring
     of :func:`diagnose_measures`."""
+    tails = across if basis == "across samples" else within
     alpha, lower, upper = tails.norm
     light = bool(tails.light_tailed[-1])
     # Bounded-support kernels are assessed and listed, but recommended only when nothing else was asked for:
@@ -186,18 +242,35 @@ def _recommend(tails, kernels):
     if light and healthy:
         best = healthy[0]
         every = len(healthy) == len(kernels)
+        if basis == "across samples":
+            where = "Your measures' medians have light tails across samples"
+            other = "no reading within ensembles"
+        else:
+            where = "Your points have light tails within ensembles"
+            other = ("too few measures to estimate the tails across samples" if across is None
+                     else "across samples the measures' medians show no heavy tail either")
         reason = (
-            f"Your points have light tails (tail index estimate {format_number(alpha)}, no sign of a power law), so "
+            f"{where} (tail index estimate {format_number(alpha)}, no sign of a power law; {other}), so "
             + ("every kernel's attention integrals converge and every kernel is fine. " if every else
                "the attention integrals converge. ")
             + f"Use kernel={best['kernel']!r} without a transform: it keeps {_percent(best['ess_none'])} of the "
             "points in play" + (", and softmax is the standard, fastest choice." if best["kernel"] == "softmax" else ".")
         )
         return best["kernel"], None, reason
-    heavy = (f"Your points have heavy tails: tail index about {format_number(alpha)} ({int(100 * tails.confidence)}% "
-             f"interval {interval}), so {_moments(alpha)}")
-    if softmax is not None:
-        heavy += (f", and softmax attention on your data effectively uses only {_percent(softmax['ess_none'])} of "
+    level = f"{int(100 * tails.confidence)}%"
+    if basis == "across samples":
+        heavy = (f"Your measures have heavy tails across samples: their medians, one per measure, have tail index "
+                 f"about {format_number(alpha)} ({level} interval {interval}), so {_moments(alpha)} for the shifts of "
+                 f"whole measures, while within ensembles the points {_tails_phrase(within)}")
+    else:
+        heavy = (f"Your points have heavy tails within ensembles: tail index about {format_number(alpha)} ({level} "
+                 f"interval {interval}), so {_moments(alpha)}")
+    if softmax is not None and basis == "across samples":
+        heavy += (f"; within each ensemble, centred on its median, softmax attention effectively uses "
+                  f"{_percent(softmax['ess_none'])} of the points, and a far shift of a whole measure scales its "
+                  "attention scores and concentrates it further")
+    elif softmax is not None:
+        heavy += (f"; softmax attention on your data effectively uses only {_percent(softmax['ess_none'])} of "
                   "the points")
     heavy += ". "
     transform = "symlog" if lower <= SYMLOG_BELOW_TAIL_INDEX else None
@@ -241,8 +314,25 @@ def diagnose_measures(
     Three measurements, in seconds on a laptop:
 
     1. the tail index per feature and of the point norm, with its confidence
-       interval (:func:`estimate_tail_index`);
-    2. whether each kernel's attention integrals converge at the norm's tail
+       interval, twice. *Within ensembles*: the distances of the points to
+       their own measure's median, pooled over the measures
+       (:func:`estimate_tail_index`). *Across samples* (from 25 measures):
+       each measure's coordinate-wise median, centred at the median of all of
+       them, with ``k = floor(sqrt(n_samples))``. A shift shared by all the
+       points of a measure (say an observation error drawn once per measure)
+       leaves the first untouched and shows in the second; heavy tails of
+       i.i.d. points show in the first and hardly in the second (a median of
+       many points has light tails). With a few dozen values, Hill's estimate
+       of a Gaussian tail is itself small (about 4 from 40 values), so the
+       tails across samples read heavy only when the whole interval of the
+       norm's estimate lies below both :data:`LIGHT_TAIL_INDEX` and the
+       value Hill's estimator gives on Gaussian values at that count
+       (``TailIndexEstimate.light_rule="interval"``). The recommendation rests
+       on the heavier reading (``Diagnosis.tail_basis``): the tails across
+       samples when they read heavy and their norm's estimate is below the
+       one within ensembles (or the latter is undetermined), else the tails
+       within ensembles;
+    2. whether each kernel's attention integrals converge at that norm's tail
        index (``AttentionKernel.min_tail_index``: they converge above it);
     3. the attention effective sample size / n of each kernel with random
        query/key projections (:func:`~sklearn_measattn.metrics.attention_ess`),
@@ -250,9 +340,13 @@ def diagnose_measures(
        ``max_queries`` queries per measure. Each measure is first centred at
        its median and each feature divided by its median absolute deviation, so
        that the bulk of the points has unit scale, as a trained embedding would
-       see it.
+       see it. This centring removes the shifts of whole measures: when the
+       recommendation rests on the tails across samples, the ESS tells how
+       attention spreads within an ensemble, and a far shift concentrates it
+       further (it scales the query, hence the differences between scores).
 
-    The recommendation follows a fixed rule. *Light tails* (norm estimate above
+    The recommendation follows a fixed rule, on the norm's tail index of
+    the basis. *Light tails* (within ensembles, estimate above
     :data:`LIGHT_TAIL_INDEX`): the fastest-growing kernel whose ESS / n is at
     least :data:`~sklearn_measattn.metrics.ATTENTION_ESS_THRESHOLD` (softmax,
     when it is among ``kernels``), no transform. *Heavy tails*: the
@@ -295,7 +389,9 @@ def diagnose_measures(
         The pooled estimate assumes one tail index for all measures; each
         measure is also estimated alone, and when those estimates are too far
         apart for one common index (``diagnosis.tails_differ``) a note says
-        so, with their range.
+        so, with their range. ``diagnosis.across_tails`` holds the estimate
+        across samples and ``diagnosis.tail_basis`` the one the
+        recommendation rests on.
 
     Raises
     ------
@@ -314,6 +410,14 @@ def diagnose_measures(
     >>> cauchy = diagnose_measures(rng.standard_cauchy(size=(16, 128, 2)))
     >>> cauchy.light_tailed, cauchy.transform, cauchy.kernel != "softmax"
     (False, 'symlog', True)
+
+    Gaussian ensembles, each shifted as a whole by one Cauchy draw: light
+    within ensembles, heavy across samples.
+
+    >>> shifted = rng.normal(size=(64, 128, 2)) + rng.standard_cauchy(size=(64, 1, 2))
+    >>> diagnosis = diagnose_measures(shifted)
+    >>> bool(diagnosis.tails.light_tailed[-1]), diagnosis.tail_basis, diagnosis.transform
+    (True, 'across samples', 'symlog')
     """
     kernel_objs = [get_kernel(k) for k in kernels]
     if not kernel_objs:
@@ -328,8 +432,11 @@ def diagnose_measures(
     estimated = np.isfinite(own_lower) & np.isfinite(own_upper)
     differ = bool(estimated.sum() >= 2 and own_lower[estimated].max() > own_upper[estimated].min())
     spread = (float(np.nanmin(own)), float(np.nanmax(own))) if np.isfinite(own).any() else (math.nan, math.nan)
-    light = bool(tails.light_tailed[-1])
-    _, lower, upper = tails.norm
+    across = _across_sample_tail_index(X, weights, confidence=confidence, feature_names=feature_names)
+    basis = _tail_basis(tails, across)
+    basis_tails = across if basis == "across samples" else tails
+    light = bool(basis_tails.light_tailed[-1])
+    _, lower, upper = basis_tails.norm
     rng = check_random_state(random_state)
     chosen = np.sort(rng.choice(X.shape[0], min(max_measures, X.shape[0]), replace=False))
     sub_weights = None if weights is None else weights[chosen]
@@ -346,10 +453,16 @@ def diagnose_measures(
                 "ess_none": _ess(standardized, sub_weights, kernel, n_draws, max_queries, seed),
                 "ess_symlog": _ess(transformed, sub_weights, kernel, n_draws, max_queries, seed),
             })
-    kernel, transform, reason = _recommend(tails, rows)
+    kernel, transform, reason = _recommend(tails, across, basis, rows)
     notes = []
     if tails.n_tail < 30:
         notes.append(f"Only {tails.n_values} points in all: the tail estimate is rough; more measures sharpen it.")
+    if across is None:
+        notes.append(
+            f"Only {X.shape[0]} measures: too few ({MIN_MEASURES_ACROSS} at least) to estimate the tails across "
+            "samples, so heavy-tailed shifts of whole measures would go unseen; the recommendation rests on the "
+            "tails within ensembles."
+        )
     if differ:
         heaviest, lightest = int(np.nanargmin(own)), int(np.nanargmax(own))
         notes.append(
@@ -360,7 +473,7 @@ def diagnose_measures(
             "for a sharper reading."
         )
     return Diagnosis(tails, rows, light, kernel, transform, reason, tuple(X.shape), len(chosen),
-                     min(max_queries, X.shape[1]), notes, spread, differ)
+                     min(max_queries, X.shape[1]), notes, spread, differ, across, basis)
 
 
 def _tail_reading(alpha, light):
@@ -371,8 +484,17 @@ def _tail_reading(alpha, light):
     return "heavy: " + ("infinite mean" if alpha <= 1 else "infinite variance" if alpha <= 2 else "finite variance")
 
 
+def _tail_body(tails):
+    return [
+        [label, format_number(a), format_number(se), f"{format_number(lo)}-{format_number(hi)}",
+         _tail_reading(a, light)]
+        for label, a, se, lo, hi, light in zip(tails.labels, tails.tail_index, tails.standard_error, tails.ci_lower,
+                                               tails.ci_upper, tails.light_tailed)
+    ]
+
+
 def format_diagnosis(diagnosis):
-    """The diagnosis as text: tails, kernels, recommendation.
+    """The diagnosis as text: tails within ensembles and across samples, kernels, the basis, the recommendation.
 
     Parameters
     ----------
@@ -391,22 +513,31 @@ def format_diagnosis(diagnosis):
     >>> text.splitlines()[-1].startswith("Recommendation: kernel='softmax', no transform.")
     True
     """
-    tails = diagnosis.tails
+    tails, across = diagnosis.tails, diagnosis.across_tails
     n_samples, n_points, n_features = diagnosis.shape
     level = f"{int(round(100 * tails.confidence))}%"
-    tail_body = [
-        [label, format_number(a), format_number(se), f"{format_number(lo)}-{format_number(hi)}",
-         _tail_reading(a, light)]
-        for label, a, se, lo, hi, light in zip(tails.labels, tails.tail_index, tails.standard_error, tails.ci_lower,
-                                               tails.ci_upper, tails.light_tailed)
-    ]
+    header = ["of", "tail index", "std. error", f"{level} interval", "reading"]
     tail_table = format_table(
-        ["of", "tail index", "std. error", f"{level} interval", "reading"], tail_body,
-        title=(f"Tails: Hill estimate from the {tails.n_tail} largest of {tails.n_values} distances to each "
-               "measure's median"),
+        header, _tail_body(tails),
+        title=(f"Tails within ensembles: Hill estimate from the {tails.n_tail} largest of {tails.n_values} distances "
+               "to each measure's median"),
         notes=[f"Tail index a: P(|x| > t) falls like t^-a. Above {tails.light_tail_index:g} the tails read as light: "
                "for Gaussian data Hill's estimate is large and grows with the number of points."],
     )
+    if across is None:
+        across_table = (f"Tails across samples: not estimated, {n_samples} measures are too few "
+                        f"({MIN_MEASURES_ACROSS} at least).")
+    else:
+        bound = min(across.light_tail_index, across.gaussian_tail_index)
+        across_table = format_table(
+            header, _tail_body(across),
+            title=(f"Tails across samples: Hill estimate from the {across.n_tail} largest of {across.n_values} "
+                   "distances of each measure's median to the median of all"),
+            notes=["A shift shared by all the points of a measure shows here, not within ensembles. From "
+                   f"{across.n_values} values these tails read heavy only when the whole interval lies below "
+                   f"{format_number(bound)} (what Hill's estimate gives on Gaussian values at this count, at most "
+                   f"{across.light_tail_index:g})."],
+        )
     kernel_body = [
         [k["kernel"] + (" (bounded support)" if k.get("support") == "bounded" else ""), k["growth"],
          "none" if k["min_tail_index"] is not None and math.isinf(k["min_tail_index"])
@@ -421,11 +552,16 @@ def format_diagnosis(diagnosis):
         notes=["ESS/n: share of the points each query effectively uses (1 = all, 1/n = one point takes all the "
                f"weight; below {ATTENTION_ESS_THRESHOLD:g} counts as collapsed).",
                "at your tails: whether the kernel's attention integrals converge at the norm's tail index "
-               "(borderline: the interval straddles the limit)."],
+               f"{diagnosis.tail_basis} (borderline: the interval straddles the limit)."],
     )
     transform = "no transform" if diagnosis.transform is None else f"transform={diagnosis.transform!r}"
-    lines = [f"{n_samples} measures x {n_points} points x {n_features} features", "", tail_table, "", kernel_table, ""]
+    alpha, lower, upper = diagnosis.basis_tails.norm
+    basis = (f"Basis: the tails {diagnosis.tail_basis} (the norm's tail index {format_number(alpha)}, {level} "
+             f"interval {format_number(lower)}-{format_number(upper)}).")
+    lines = [f"{n_samples} measures x {n_points} points x {n_features} features", "", tail_table, "", across_table, "",
+             kernel_table, ""]
     lines += diagnosis.notes + ([""] if diagnosis.notes else [])
+    lines.append(basis)
     lines.append(f"Recommendation: kernel={diagnosis.kernel!r}, {transform}. {diagnosis.reason}")
     return "\n".join(lines)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import chi2
+from scipy.integrate import quad
+from scipy.stats import chi2, norm
 
 from .._validation import check_measures
 
@@ -18,6 +21,9 @@ __all__ = ["TailIndexEstimate", "estimate_tail_index", "LIGHT_TAIL_INDEX"]
 #: 8 at 4 000 and 10 at 16 000 (the estimate of a light tail grows with m),
 #: Student-t coordinates with 4 degrees of freedom about 3.8 and with 6 about 5.
 LIGHT_TAIL_INDEX = 5.0
+
+#: Fewest measures for the tail index across samples: Hill's ``k = floor(sqrt(n))`` must be at least 5.
+MIN_MEASURES_ACROSS = 25
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,17 @@ class TailIndexEstimate:
     n_tail : int
         ``k``, the number of order statistics used.
     n_values : int
-        ``m``, the number of points pooled over all measures.
+        ``m``, the number of values: the points pooled over all measures (or
+        the measures, for an estimate across samples).
     light_tail_index : float
         Threshold of :attr:`light_tailed`.
+    light_rule : {"estimate", "interval"}, default="estimate"
+        How :attr:`light_tailed` reads the estimate. ``"estimate"``: light
+        when the estimate exceeds ``light_tail_index``, right for thousands of
+        values. ``"interval"``: light unless the whole interval lies below both
+        ``light_tail_index`` and :attr:`gaussian_tail_index`, for a few dozen
+        values, where Hill's estimate of a Gaussian tail is itself small (about
+        4 from 40 values).
 
     Examples
     --------
@@ -70,15 +84,37 @@ class TailIndexEstimate:
     n_tail: int
     n_values: int
     light_tail_index: float = LIGHT_TAIL_INDEX
+    light_rule: str = "estimate"
+
+    def __post_init__(self):
+        if self.light_rule not in ("estimate", "interval"):
+            raise ValueError(f"light_rule must be 'estimate' or 'interval', got {self.light_rule!r}.")
+
+    @property
+    def gaussian_tail_index(self):
+        """Hill's estimate on Gaussian values with this ``k`` and ``m``: what a light tail looks like here.
+
+        The limit, for many values, of Hill's estimate from the top ``k / m``
+        of ``|Z|``, ``Z`` standard normal: about 4 for ``m = 40``, 5.4 for
+        ``m = 200`` and 7 for ``m = 1000`` with ``k = floor(sqrt(m))``.
+        """
+        return _gaussian_hill_index(self.n_tail, self.n_values)
 
     @property
     def light_tailed(self):
-        """Boolean array: the estimate exceeds :attr:`light_tail_index`.
+        """Boolean array: no power law that this many values can see.
 
         Hill's estimate of a light (exponential or Gaussian) tail is finite but
         grows with the sample size (like ``2 log(m / k)`` for a Gaussian), so a
-        large estimate means "no power law that this many points can see".
+        large estimate means "no power law that this many points can see". With
+        ``light_rule="estimate"`` that is an estimate above
+        :attr:`light_tail_index`; with ``light_rule="interval"``, an interval
+        that does not lie wholly below both :attr:`light_tail_index` and
+        :attr:`gaussian_tail_index`. An undetermined (NaN) estimate is not light.
         """
+        if self.light_rule == "interval":
+            bound = min(self.light_tail_index, self.gaussian_tail_index)
+            return ~np.isnan(self.tail_index) & ~(self.ci_upper < bound)
         return self.tail_index > self.light_tail_index
 
     @property
@@ -98,6 +134,18 @@ class TailIndexEstimate:
                 self.labels, self.tail_index, self.standard_error, self.ci_lower, self.ci_upper, self.light_tailed
             )
         ]
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian_hill_index(k, m):
+    """The limit of Hill's estimate from the top ``k / m`` of ``|Z|``, ``Z`` standard normal.
+
+    With ``u`` the ``1 - k / m`` quantile of ``|Z|``, Hill's estimate tends to
+    ``1 / E[log(|Z| / u) | |Z| > u] = P(|Z| > u) / int_u^inf P(|Z| > t) / t dt``.
+    """
+    u = float(norm.isf(k / (2.0 * m)))
+    integral, _ = quad(lambda t: norm.sf(t) / t, u, np.inf)
+    return float(norm.sf(u) / integral)
 
 
 def _choose_k(n_tail, m):
@@ -191,6 +239,42 @@ def _per_measure_tail_index(X, weights=None, *, confidence=0.95):
         alpha, _, lower, upper = _hill(norms, k, level)
         out[:, i] = alpha, lower, upper
     return out[0], out[1], out[2]
+
+
+def _measure_medians(X, weights):
+    """Each measure's coordinate-wise median, over its present points: ``(n_samples, n_features)``."""
+    if weights is None:
+        return np.median(X, axis=1)
+    return np.stack([np.median(X[i][weights[i] > 0], axis=0) for i in range(X.shape[0])])
+
+
+def _across_sample_tail_index(X, weights=None, *, confidence=0.95, light_tail_index=LIGHT_TAIL_INDEX,
+                              feature_names=None):
+    """Hill estimates of the tail index across samples, or ``None`` below :data:`MIN_MEASURES_ACROSS` measures.
+
+    The statistic is each measure's coordinate-wise median, centred at the
+    median of those medians: a shift shared by all points of a measure moves
+    its median, while the tails of i.i.d. points within a measure barely do
+    (the median of ``n`` points has a much lighter tail than the points). The
+    ``n`` medians are one sample of ``n`` values, estimated like
+    :func:`estimate_tail_index` with ``k = floor(sqrt(n))`` (per feature and of
+    the norm) and read with ``light_rule="interval"``. Medians within
+    ``sqrt(eps)`` times the spread within ensembles (the features' median
+    distance to their measure's median) of the median of all count as equal
+    to it: measures already centred on their medians differ by rounding only,
+    and their estimate is NaN rather than a reading of that noise.
+    """
+    if X.shape[0] < MIN_MEASURES_ACROSS:
+        return None
+    medians = _measure_medians(X, weights)
+    # Medians that differ by less than sqrt(eps) of the spread within ensembles differ by rounding (measures
+    # already centred on their own medians): they count as equal, so rounding noise is not read as a tail.
+    centre = np.median(medians, axis=0)
+    within = np.median(_deviations(X, weights)[:, :-1], axis=0)
+    medians = np.where(np.abs(medians - centre) <= np.sqrt(np.finfo(np.float64).eps) * within, centre, medians)
+    estimate = estimate_tail_index(medians[np.newaxis], n_tail="sqrt", confidence=confidence,
+                                   light_tail_index=light_tail_index, feature_names=feature_names)
+    return dataclasses.replace(estimate, light_rule="interval")
 
 
 def estimate_tail_index(

@@ -1,6 +1,6 @@
-"""Distances between batches of measures, collapse diagnostics and scorers.
+"""Distances between batches of measures, proper scores of ensembles, collapse diagnostics and scorers.
 
-Every metric compares ``y_true`` and ``y_pred`` *sample by sample*: both are
+Every distance compares ``y_true`` and ``y_pred`` *sample by sample*: both are
 batches of measures of shape ``(n_samples, n_points, n_features)`` (or ragged
 lists of ``(n_points_i, n_features)`` arrays); ``n_points`` may differ between
 the two, ``n_features`` may not.
@@ -24,6 +24,14 @@ has :meth:`~sklearn_measattn.MeasureTransformerRegressor.attention_ess`),
 (across samples); :func:`collapse_verdict` applies the fixed rule to them and
 :func:`collapse_diagnostics` measures all of them on a fitted model.
 
+Two proper scores compare an ensemble with the one true state it forecasts,
+rather than two measures: :func:`energy_score` (vectors) and
+:func:`crps_ensemble` (scalars, computed by sorting). Their leading axes index
+the ensembles: ``ensemble`` is ``(..., n_members, n_features)`` (or
+``(..., n_members)`` for the CRPS) and ``truth`` ``(..., n_features)`` (or
+``(...)``); they return one score per ensemble, not the ``multioutput``
+convention above.
+
 Whether a model learned the measure-dependent map at all is judged against
 predictions that need no model (:func:`reference_predictions`: the pooled
 training targets, the input itself, the true target law where known) by the
@@ -40,6 +48,7 @@ from ._collapse import (
 )
 from ._diagnostics import across_sample_correlation, attention_ess, spread_ratio
 from ._distances import energy_distance, mmd, wasserstein_distance
+from ._ensemble_scores import crps_ensemble, energy_score
 from ._learning import LEARNED_MARGIN, LEARNED_RULE, REFERENCE_NAMES, learned_verdict, reference_predictions
 from ._scorer import (
     SCORER_NAMES,
@@ -57,6 +66,8 @@ __all__ = [
     "wasserstein_distance",
     "energy_distance",
     "mmd",
+    "energy_score",
+    "crps_ensemble",
     "spread_ratio",
     "across_sample_correlation",
     "attention_ess",

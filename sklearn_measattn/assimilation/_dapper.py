@@ -1,0 +1,356 @@
+"""DAPPER's filters as a peer: run on the same truth and observations as :func:`twin_experiment`, scored the same way.
+
+DAPPER (Raanes et al., ``pip install dapper``) is the field's reference
+implementation of twin experiments. :func:`run_dapper` builds the DAPPER
+hidden Markov model equivalent to a :class:`TwinProblem`, hands DAPPER the
+problem's truth and observations (so that both packages assimilate the very
+same data), records DAPPER's analysis ensemble at every observation time and
+scores it with the package's own per-cycle scores and divergence rule.
+
+DAPPER's conventions, and how they map onto the package's:
+
+- **Time.** ``Chronology(dt=dt_obs, dko=1, Ko=n_cycles - 1)``: DAPPER steps
+  from ``xx[k - 1]`` to ``xx[k]`` and, there being no observation at time 0,
+  assimilates ``yy[ko]`` at ``k = (ko + 1) * dko``. With ``dko = 1``,
+  ``yy[ko]`` observes ``xx[ko + 1]``: the pairing of
+  ``problem.observations[k]`` with ``problem.truth[k + 1]`` exactly. The model
+  step over one observation interval is the problem's own integrator
+  (``problem.forecast``, Runge-Kutta sub-steps of at most ``time_step``), so
+  DAPPER's forecasts are bit for bit those of :func:`twin_experiment`.
+- **Inflation.** DAPPER multiplies the *analysis* anomalies by ``infl``
+  (after the update, with an optional random mean-preserving rotation,
+  ``rot``); the package's steps inflate the *forecast*. The analysis that
+  DAPPER reports, and that is scored here, is the inflated one.
+- **Localisation.** DAPPER's ``loc_rad`` is the distance at which the
+  taper equals ``exp(-1/2)``: its Gaspari-Cohn half-width is ``1.82 *
+  loc_rad`` (the package's ``localization_radius`` is the half-width
+  itself). Its LETKF tapers the observation precision (R-localisation) in
+  batches of two neighbouring variables, as DAPPER's ``Lorenz96.sakov2008``
+  sets up.
+- **Particle filter.** DAPPER's analysis is the weighted particles before
+  resampling; it is scored with those weights (weighted mean, spread, CRPS
+  and energy score), as DAPPER scores it.
+- **Observation noise.** DAPPER's filters assume Gaussian noise of variance
+  ``observation_model.nominal_variance``, whatever the actual law: under
+  Student-t or Cauchy noise that is the misspecification being compared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
+
+from .._validation import Choices, NumberInterval
+from ..metrics import crps_ensemble, energy_score
+from ._problem import TwinProblem
+from ._twin import _BLOW_UP, _LOST_WINDOW, TwinResult, _cycle_scores
+
+__all__ = ["DAPPER_METHODS", "run_dapper"]
+
+#: The DAPPER filters :func:`run_dapper` runs, by name.
+DAPPER_METHODS = ("EnKF", "EnKF_sqrt", "LETKF", "PartFilt")
+
+_INFL = NumberInterval(Real, 0, None, closed="neither", why="DAPPER's multiplicative inflation of the analysis anomalies")
+_ROT = ["boolean"]
+_ENKF_PARAMS = {"infl": [_INFL], "rot": _ROT}
+#: The keyword arguments each method passes to DAPPER's constructor, with their domains.
+_METHOD_PARAMS = {
+    "EnKF": _ENKF_PARAMS,
+    "EnKF_sqrt": _ENKF_PARAMS,
+    "LETKF": {
+        **_ENKF_PARAMS,
+        "loc_rad": [NumberInterval(Real, 0, None, closed="neither", why="the taper is exp(-1/2) at this distance")],
+        "taper": [Choices(("GC", "Gauss", "Exp", "Cubic", "Quadro", "Step"))],
+        "xN": [NumberInterval(Real, 0, None, closed="neither"), None],
+    },
+    "PartFilt": {
+        "reg": [NumberInterval(Real, 0, None, closed="left", why="jitter, in units of the bandwidth-scaled posterior spread")],
+        "NER": [NumberInterval(Real, 0, 1, closed="right", why="resample when N_eff <= NER * N")],
+        "resampl": [Choices(("Sys", "Systematic", "Res", "Residual", "Stoch", "Stochastic"))],
+        "nuj": ["boolean"],
+        "wroot": [NumberInterval(Real, 0, None, closed="neither")],
+    },
+}
+_REQUIRED = {"LETKF": ("loc_rad",)}
+_DEFAULTS = {"EnKF_sqrt": {"rot": True}, "LETKF": {"rot": True}}
+_INSTALL = "pip install sklearn-measattn[assimilation]"
+
+
+class _Stop(Exception):
+    """Raised from inside DAPPER's loop to end a run that diverged (DAPPER re-raises any exception)."""
+
+
+def _check_method_params(method, method_params):
+    table = _METHOD_PARAMS[method]
+    unknown = sorted(set(method_params) - set(table))
+    if unknown:
+        raise InvalidParameterError(
+            f"run_dapper got parameter(s) {unknown} that DAPPER's {method} does not take here; it takes "
+            f"{', '.join(table)} (the ensemble size is ensemble_size)."
+        )
+    missing = [name for name in _REQUIRED.get(method, ()) if name not in method_params]
+    if missing:
+        raise InvalidParameterError(f"DAPPER's {method} needs {', '.join(missing)} (e.g. loc_rad=4 for Lorenz-96).")
+    validate_parameter_constraints(table, dict(method_params), caller_name=f"run_dapper (DAPPER's {method})")
+
+
+def _blew_up(ensemble):
+    # the rule of _twin._run: non-finite, or off the attractor by orders of magnitude
+    return not (np.all(np.isfinite(ensemble)) and np.max(np.abs(ensemble)) < _BLOW_UP)
+
+
+def _weighted_scores(ensemble, truth, weights):
+    """``_cycle_scores`` of a weighted ensemble (DAPPER's particle filter); equal weights give ``_cycle_scores``."""
+    if weights is None:
+        return _cycle_scores(ensemble, truth)
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    mean = w @ ensemble
+    rmse = np.sqrt(np.mean((mean - truth) ** 2))
+    unbias = 1.0 / (1.0 - w @ w) if w @ w < 1.0 else np.inf  # N / (N - 1) for equal weights, as ddof=1
+    spread = np.sqrt(np.mean(unbias * (w @ (ensemble - mean) ** 2)))
+    crps = np.mean(crps_ensemble(ensemble.T, truth, weights=np.broadcast_to(w, ensemble.T.shape)))
+    return rmse, spread, crps, float(energy_score(ensemble, truth, weights=w))
+
+
+def _import_dapper():
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # DAPPER prints a liveplotting notice on import
+            import dapper.mods as modelling
+            from dapper.da_methods.ensemble import LETKF, EnKF
+            from dapper.da_methods.particle import PartFilt
+            from dapper.tools import progressbar, seeding
+            from dapper.tools.localization import nd_Id_localization
+    except ImportError as error:
+        raise ImportError(
+            f"run_dapper needs DAPPER (the optional dependency of the assimilation extra): {_INSTALL}"
+        ) from error
+    return modelling, {"EnKF": EnKF, "LETKF": LETKF, "PartFilt": PartFilt}, progressbar, seeding, nd_Id_localization
+
+
+def _make_method(classes, method, ensemble_size, method_params):
+    params = {**_DEFAULTS.get(method, {}), **method_params}
+    if method == "EnKF":
+        return classes["EnKF"]("PertObs", ensemble_size, **params)
+    if method == "EnKF_sqrt":
+        return classes["EnKF"]("Sqrt", ensemble_size, **params)
+    if method == "LETKF":
+        return classes["LETKF"](ensemble_size, **params)
+    return classes["PartFilt"](ensemble_size, **params)
+
+
+def _make_hmm(modelling, nd_Id_localization, problem, sample_initial, spin_up):
+    n_variables = problem.n_variables
+    observed = problem.observation_model.observed
+    # one model step per observation interval (dko=1): yy[ko] then observes xx[ko + 1], the package's pairing
+    # BurnIn (model time; DAPPER averages over observation times strictly after it) leaves out the spin-up cycles
+    tseq = modelling.Chronology(dt=problem.dt_obs, dko=1, Ko=problem.n_cycles - 1, BurnIn=spin_up * problem.dt_obs, Tplot=0)
+    dyn = {"M": n_variables, "model": lambda states, t, dt: problem.forecast(states), "noise": 0}
+    obs = modelling.partial_Id_Obs(n_variables, observed)
+    obs["noise"] = problem.observation_model.nominal_variance
+    obs["localizer"] = nd_Id_localization((n_variables,), (2,), obs_inds=observed)  # as Lorenz96.sakov2008
+    x0 = modelling.RV(M=n_variables, func=sample_initial)
+    return modelling.HiddenMarkovModel(dyn, obs, tseq, x0)
+
+
+class _Recorder:
+    """Wraps ``xp.stats.assess``: scores each analysis, checks divergence, times the analysis steps."""
+
+    def __init__(self, assess, problem, spin_up):
+        self.assess, self.problem, self.spin_up = assess, problem, spin_up
+        self.scores = np.full((4, problem.n_cycles), np.inf)
+        self.threshold = problem.climatological_std
+        self.cycle = None  # the cycle whose forecast was last assessed
+        self.scored = -1  # the last cycle whose analysis was scored
+        self.diverged_at = None
+        self.stopped = False
+        self.seconds = 0.0
+        self._mark = None  # end of the last assessment of the cycle in progress (analysis time runs from there)
+
+    def __call__(self, k, ko=None, faus=None, E=None, w=None, **kwargs):
+        entered = time.perf_counter()
+        if self._mark is not None:
+            self.seconds += entered - self._mark
+            self._mark = None
+        parts = faus if faus is not None else ("u" if ko is None else "au")
+        if ko is not None and "f" in parts:
+            self.cycle = ko
+            if _blew_up(E):
+                self._stop(ko)
+        if ko is not None and "a" in parts and ko > self.scored:
+            if _blew_up(E):
+                self._stop(ko)
+            self.scores[:, ko] = _weighted_scores(E, self.problem.truth[ko + 1], w)
+            self.scored = ko
+            self._check_lost(ko)
+        out = self.assess(k, ko, faus, E=E, w=w, **kwargs)
+        if ko is not None and "u" not in parts:  # the analysis of this cycle is still under way
+            self._mark = time.perf_counter()
+        return out
+
+    def _stop(self, ko):
+        self.diverged_at, self.stopped = ko, True
+        raise _Stop(f"diverged at cycle {ko}")
+
+    def _check_lost(self, k):
+        # the rule of _twin._run: the RMSE averaged over the last _LOST_WINDOW cycles after spin-up beats climatology
+        if self.diverged_at is None and k + 1 - self.spin_up >= _LOST_WINDOW:
+            if self.scores[0, k + 1 - _LOST_WINDOW : k + 1].mean() > self.threshold:
+                self.diverged_at = k
+
+
+def _twin_result(recorder, *, spin_up, ensemble_size, name):
+    # the summary of _twin._run
+    scores, diverged_at, n_cycles = recorder.scores, recorder.diverged_at, recorder.problem.n_cycles
+    averages = scores[:, spin_up:].mean(axis=1)
+    completed = (diverged_at + 1) if diverged_at is not None and not np.isfinite(averages[0]) else n_cycles
+    return TwinResult(
+        *map(float, averages), *scores,
+        diverged=diverged_at is not None, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size,
+        seconds_per_cycle=recorder.seconds / max(completed, 1), analysis=name,
+    )
+
+
+@validate_params(
+    {
+        "method": [Choices(DAPPER_METHODS)],
+        "problem": [TwinProblem],
+        "ensemble_size": [NumberInterval(Integral, 2, None, closed="left", why="a spread needs two members")],
+        "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=None, **method_params):
+    """Run one of DAPPER's filters on a twin problem and score it as :func:`twin_experiment` scores the package's.
+
+    DAPPER assimilates ``problem.observations`` against ``problem.truth``,
+    the very data a :func:`twin_experiment` on the same ``problem`` uses, with
+    the same model (the problem's Lorenz-96 integrator), the same pairing
+    (``observations[k]`` at the time of ``truth[k + 1]``) and the same kind of
+    initial ensemble (the initial truth plus unit Gaussian noise). Its analysis
+    ensemble at every cycle is scored against the truth with the package's
+    RMSE, spread, CRPS and energy score, and divergence is judged by
+    :data:`DIVERGENCE_RULE`. DAPPER's filters assume Gaussian observation
+    noise of variance ``problem.observation_model.nominal_variance``; under
+    heavy-tailed noise they are misspecified, which is the point of the
+    comparison. A run that DAPPER aborts (for instance "Ensemble not finite"
+    under Cauchy noise) is reported diverged at that cycle, not raised.
+
+    Parameters
+    ----------
+    method : {"EnKF", "EnKF_sqrt", "LETKF", "PartFilt"}
+        DAPPER's filter: ``"EnKF"`` is ``EnKF('PertObs', N)`` (perturbed
+        observations), ``"EnKF_sqrt"`` is ``EnKF('Sqrt', N, rot=True)`` (the
+        symmetric square-root ETKF), ``"LETKF"`` is ``LETKF(N, rot=True,
+        loc_rad=...)`` and ``"PartFilt"`` is the bootstrap particle filter
+        ``PartFilt(N)``. All are listed in :data:`DAPPER_METHODS`.
+    problem : TwinProblem
+        The truth and observations, from :func:`make_twin_problem`.
+    ensemble_size : int, default=40
+        DAPPER's ``N``: members (particles).
+    spin_up : int, default=100
+        Cycles left out of the time averages (below ``problem.n_cycles``).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initial ensemble (drawn as :func:`twin_experiment` draws
+        its own, so an integer seed gives both the same initial ensemble) and
+        DAPPER's global random generator for the run (restored afterwards).
+    **method_params : dict
+        Passed to DAPPER's constructor. ``EnKF`` and ``EnKF_sqrt``: ``infl``
+        (inflation of the analysis anomalies, default 1) and ``rot``.
+        ``LETKF``: those, ``loc_rad`` (required; the taper is ``exp(-1/2)``
+        at this distance, a Gaspari-Cohn half-width of ``1.82 * loc_rad``),
+        ``taper`` and ``xN``. ``PartFilt``: ``reg`` (jitter, default 0),
+        ``NER`` (resample when the effective size falls to ``NER * N``,
+        default 1), ``resampl``, ``nuj`` and ``wroot``. Settings tuned by
+        DAPPER for the standard 40-variable problem (``dapper.mods.Lorenz96.
+        sakov2008``): ``EnKF`` with ``N=40, infl=1.06`` (RMSE 0.22),
+        ``EnKF_sqrt`` with ``N=24, infl=1.013`` (0.18), ``LETKF`` with
+        ``N=7, infl=1.04, loc_rad=4`` (0.22), ``PartFilt`` with ``N=3000,
+        reg=0.7, NER=0.5`` (0.26).
+
+    Returns
+    -------
+    TwinResult
+        Time-averaged and per-cycle scores of DAPPER's analysis, divergence,
+        and the mean time of DAPPER's analysis step (inflation, rotation and
+        resampling included).
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        Before any work, for an unknown method, a parameter outside its
+        domain, a method parameter DAPPER's filter does not take here, a
+        missing ``loc_rad`` for ``LETKF``, or ``spin_up >= problem.n_cycles``.
+    ImportError
+        When DAPPER is not installed: ``pip install sklearn-measattn[assimilation]``.
+
+    See Also
+    --------
+    twin_experiment : The package's filters on the same problem.
+
+    Examples
+    --------
+    DAPPER is an optional dependency (``pip install sklearn-measattn[assimilation]``);
+    the lines that need it are not run here.
+
+    >>> from sklearn_measattn.assimilation import make_twin_problem, run_dapper, twin_experiment
+    >>> problem = make_twin_problem(n_variables=10, n_cycles=300, random_state=0)
+    >>> ours = twin_experiment("enkf", problem, ensemble_size=20, random_state=0)
+    >>> theirs = run_dapper("EnKF", problem, ensemble_size=20, infl=1.02, random_state=0)  # doctest: +SKIP
+    >>> bool(abs(theirs.rmse - ours.rmse) < 0.5 * ours.rmse)  # doctest: +SKIP
+    True
+    """
+    if spin_up >= problem.n_cycles:
+        raise InvalidParameterError(
+            f"spin_up={spin_up} leaves no cycle to score: it must be below problem.n_cycles ({problem.n_cycles})."
+        )
+    _check_method_params(method, method_params)
+    return _run_dapper(method, problem, ensemble_size=ensemble_size, spin_up=spin_up, random_state=random_state,
+                       method_params=method_params)[0]
+
+
+def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method_params):
+    """The work of :func:`run_dapper` (arguments checked): its result and DAPPER's ``xp`` (with ``xp.stats``)."""
+    modelling, classes, progressbar, seeding, nd_Id_localization = _import_dapper()
+    xp = _make_method(classes, method, ensemble_size, method_params)
+
+    rng = check_random_state(random_state)
+    initial = problem.truth[0] + rng.standard_normal((ensemble_size, problem.n_variables))  # as twin_experiment
+    recorders = []
+
+    def sample_initial(n_members):
+        # Every DAPPER filter samples its initial ensemble first thing in assimilate, after making xp.stats and
+        # before assessing anything: the place to put the recorder in front of xp.stats.assess.
+        recorder = _Recorder(xp.stats.assess, problem, spin_up)
+        xp.stats.assess = recorder
+        recorders.append(recorder)
+        return initial.copy()
+
+    hmm = _make_hmm(modelling, nd_Id_localization, problem, sample_initial, spin_up)
+    saved_state, saved_progbar = seeding.rng.bit_generator.state, progressbar.disable_progbar
+    seeding.set_seed(int(rng.randint(1, 2**31 - 1)))  # DAPPER's global generator (it refuses the seed 0)
+    progressbar.disable_progbar = True
+    try:
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            xp.assimilate(hmm, problem.truth, problem.observations)
+    except _Stop:
+        pass
+    except (RuntimeError, ArithmeticError, ValueError, np.linalg.LinAlgError):
+        # DAPPER gave up in an analysis ("Ensemble not finite", a singular or non-finite matrix): diverged there
+        if not recorders or recorders[0].cycle is None:
+            raise
+        recorders[0].diverged_at, recorders[0].stopped = recorders[0].cycle, True
+    finally:
+        seeding.rng.bit_generator.state = saved_state
+        progressbar.disable_progbar = saved_progbar
+    recorder = recorders[0]
+    if recorder.stopped:
+        recorder.scores[:, recorder.diverged_at :] = np.inf
+    return _twin_result(recorder, spin_up=spin_up, ensemble_size=ensemble_size, name=f"DAPPER {xp!r}"), xp
