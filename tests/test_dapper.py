@@ -14,7 +14,7 @@ import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn.assimilation import EnKF, SerialEnKF, TwinResult, make_twin_problem, twin_experiment
-from sklearn_measattn.assimilation._dapper import DAPPER_METHODS, _run_dapper, _weighted_scores, run_dapper
+from sklearn_measattn.assimilation._dapper import DAPPER_METHODS, _run_dapper, run_dapper
 from sklearn_measattn.assimilation._twin import _cycle_scores
 
 needs_dapper = pytest.mark.skipif(
@@ -88,11 +88,11 @@ def test_problem_must_be_a_twin_problem(no_dapper, gaussian):
 def test_weighted_scores_with_equal_weights_are_the_cycle_scores():
     rng = np.random.default_rng(0)
     ensemble, truth = rng.normal(size=(30, 6)), rng.normal(size=6)
-    assert np.allclose(_weighted_scores(ensemble, truth, np.full(30, 7.0)), _cycle_scores(ensemble, truth))
-    assert _weighted_scores(ensemble, truth, None) == _cycle_scores(ensemble, truth)
+    assert np.allclose(_cycle_scores(ensemble, truth, np.full(30, 7.0)), _cycle_scores(ensemble, truth))
+    assert _cycle_scores(ensemble, truth, None) == _cycle_scores(ensemble, truth)
     # a weight of 0 leaves a member out
     weights = np.r_[np.ones(20), np.zeros(10)]
-    assert np.allclose(_weighted_scores(ensemble, truth, weights), _cycle_scores(ensemble[:20], truth))
+    assert np.allclose(_cycle_scores(ensemble, truth, weights), _cycle_scores(ensemble[:20], truth))
 
 
 # --------------------------------------------------------------------------- #

@@ -47,9 +47,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
 
 from .._validation import Choices, NumberInterval
-from ..metrics import crps_ensemble, energy_score
 from ._problem import TwinProblem
-from ._twin import _BLOW_UP, _LOST_WINDOW, TwinResult, _cycle_scores
+from ._twin import _blew_up, _cycle_scores, _lost_truth, _summarize
 
 __all__ = ["DAPPER_METHODS", "run_dapper"]
 
@@ -98,25 +97,6 @@ def _check_method_params(method, method_params):
     if missing:
         raise InvalidParameterError(f"DAPPER's {method} needs {', '.join(missing)} (e.g. loc_rad=4 for Lorenz-96).")
     validate_parameter_constraints(table, dict(method_params), caller_name=f"run_dapper (DAPPER's {method})")
-
-
-def _blew_up(ensemble):
-    # the rule of _twin._run: non-finite, or off the attractor by orders of magnitude
-    return not (np.all(np.isfinite(ensemble)) and np.max(np.abs(ensemble)) < _BLOW_UP)
-
-
-def _weighted_scores(ensemble, truth, weights):
-    """``_cycle_scores`` of a weighted ensemble (DAPPER's particle filter); equal weights give ``_cycle_scores``."""
-    if weights is None:
-        return _cycle_scores(ensemble, truth)
-    w = np.asarray(weights, dtype=np.float64)
-    w = w / w.sum()
-    mean = w @ ensemble
-    rmse = np.sqrt(np.mean((mean - truth) ** 2))
-    unbias = 1.0 / (1.0 - w @ w) if w @ w < 1.0 else np.inf  # N / (N - 1) for equal weights, as ddof=1
-    spread = np.sqrt(np.mean(unbias * (w @ (ensemble - mean) ** 2)))
-    crps = np.mean(crps_ensemble(ensemble.T, truth, weights=np.broadcast_to(w, ensemble.T.shape)))
-    return rmse, spread, crps, float(energy_score(ensemble, truth, weights=w))
 
 
 def _import_dapper():
@@ -186,9 +166,10 @@ class _Recorder:
         if ko is not None and "a" in parts and ko > self.scored:
             if _blew_up(E):
                 self._stop(ko)
-            self.scores[:, ko] = _weighted_scores(E, self.problem.truth[ko + 1], w)
+            self.scores[:, ko] = _cycle_scores(E, self.problem.truth[ko + 1], w)
             self.scored = ko
-            self._check_lost(ko)
+            if self.diverged_at is None and _lost_truth(self.scores[0], ko, self.spin_up, self.threshold):
+                self.diverged_at = ko
         out = self.assess(k, ko, faus, E=E, w=w, **kwargs)
         if ko is not None and "u" not in parts:  # the analysis of this cycle is still under way
             self._mark = time.perf_counter()
@@ -197,25 +178,6 @@ class _Recorder:
     def _stop(self, ko):
         self.diverged_at, self.stopped = ko, True
         raise _Stop(f"diverged at cycle {ko}")
-
-    def _check_lost(self, k):
-        # the rule of _twin._run: the RMSE averaged over the last _LOST_WINDOW cycles after spin-up beats climatology
-        if self.diverged_at is None and k + 1 - self.spin_up >= _LOST_WINDOW:
-            if self.scores[0, k + 1 - _LOST_WINDOW : k + 1].mean() > self.threshold:
-                self.diverged_at = k
-
-
-def _twin_result(recorder, *, spin_up, ensemble_size, name):
-    # the summary of _twin._run
-    scores, diverged_at, n_cycles = recorder.scores, recorder.diverged_at, recorder.problem.n_cycles
-    averages = scores[:, spin_up:].mean(axis=1)
-    completed = (diverged_at + 1) if diverged_at is not None and not np.isfinite(averages[0]) else n_cycles
-    return TwinResult(
-        *map(float, averages), *scores,
-        diverged=diverged_at is not None, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size,
-        seconds_per_cycle=recorder.seconds / max(completed, 1), analysis=name,
-    )
-
 
 @validate_params(
     {
@@ -353,4 +315,6 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
     recorder = recorders[0]
     if recorder.stopped:
         recorder.scores[:, recorder.diverged_at :] = np.inf
-    return _twin_result(recorder, spin_up=spin_up, ensemble_size=ensemble_size, name=f"DAPPER {xp!r}"), xp
+    result = _summarize(recorder.scores, diverged_at=recorder.diverged_at, spin_up=spin_up,
+                        ensemble_size=ensemble_size, seconds=recorder.seconds, name=f"DAPPER {xp!r}")
+    return result, xp

@@ -115,12 +115,41 @@ class TwinResult:
         return row
 
 
-def _cycle_scores(ensemble, truth):
-    mean = ensemble.mean(axis=0)
-    rmse = np.sqrt(np.mean((mean - truth) ** 2))
-    spread = np.sqrt(np.mean(ensemble.var(axis=0, ddof=1)))
-    crps = np.mean(crps_ensemble(ensemble.T, truth))
-    return rmse, spread, crps, float(energy_score(ensemble, truth))
+def _cycle_scores(ensemble, truth, weights=None):
+    """RMSE of the mean, spread, mean CRPS and energy score of one analysis; ``weights`` for weighted particles."""
+    if weights is None:
+        mean = ensemble.mean(axis=0)
+        spread = np.sqrt(np.mean(ensemble.var(axis=0, ddof=1)))
+        crps = np.mean(crps_ensemble(ensemble.T, truth))
+        return np.sqrt(np.mean((mean - truth) ** 2)), spread, crps, float(energy_score(ensemble, truth))
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    mean = w @ ensemble
+    unbias = 1.0 / (1.0 - w @ w) if w @ w < 1.0 else np.inf  # N / (N - 1) for equal weights, as ddof=1
+    spread = np.sqrt(np.mean(unbias * (w @ (ensemble - mean) ** 2)))
+    crps = np.mean(crps_ensemble(ensemble.T, truth, weights=np.broadcast_to(w, ensemble.T.shape)))
+    return np.sqrt(np.mean((mean - truth) ** 2)), spread, crps, float(energy_score(ensemble, truth, weights=w))
+
+
+def _blew_up(ensemble):
+    """The first half of the divergence rule: non-finite, or off the attractor by orders of magnitude."""
+    return not (np.all(np.isfinite(ensemble)) and np.max(np.abs(ensemble)) < _BLOW_UP)
+
+
+def _lost_truth(rmse_per_cycle, k, spin_up, threshold):
+    """The second half: the RMSE over the last ``_LOST_WINDOW`` cycles after spin-up is worse than climatology."""
+    return k + 1 - spin_up >= _LOST_WINDOW and rmse_per_cycle[k + 1 - _LOST_WINDOW : k + 1].mean() > threshold
+
+
+def _summarize(scores, *, diverged_at, spin_up, ensemble_size, seconds, name):
+    """The :class:`TwinResult` of per-cycle ``scores`` (4, n_cycles), inf after a blow-up."""
+    averages = scores[:, spin_up:].mean(axis=1)
+    completed = (diverged_at + 1) if diverged_at is not None and not np.isfinite(averages[0]) else scores.shape[1]
+    return TwinResult(
+        *map(float, averages), *scores,
+        diverged=diverged_at is not None, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size,
+        seconds_per_cycle=seconds / max(completed, 1), analysis=name,
+    )
 
 
 def resolve_analysis(analysis, observation_model, *, random_state=None):
@@ -317,7 +346,7 @@ def _run(step, problem, *, ensemble_size, spin_up, initial_spread, rng, callback
     diverged_at, seconds = None, 0.0
     for k in range(n_cycles):
         forecast = problem.forecast(ensemble)
-        if not (np.all(np.isfinite(forecast)) and np.max(np.abs(forecast)) < _BLOW_UP):
+        if _blew_up(forecast):
             diverged_at = k
             break
         start = time.perf_counter()
@@ -328,19 +357,13 @@ def _run(step, problem, *, ensemble_size, spin_up, initial_spread, rng, callback
                 f"The analysis step returned shape {ensemble.shape} for a forecast of shape {forecast.shape}; "
                 "it must return one analysis member per forecast member."
             )
-        if not (np.all(np.isfinite(ensemble)) and np.max(np.abs(ensemble)) < _BLOW_UP):
+        if _blew_up(ensemble):
             diverged_at = k
             break
         scores[:, k] = _cycle_scores(ensemble, problem.truth[k + 1])
         if callback is not None:
             callback(k, forecast, ensemble, problem.truth[k + 1])
-        if diverged_at is None and k + 1 - spin_up >= _LOST_WINDOW:
-            if scores[0, k + 1 - _LOST_WINDOW : k + 1].mean() > threshold:
-                diverged_at = k
-    averages = scores[:, spin_up:].mean(axis=1)
-    completed = (diverged_at + 1) if diverged_at is not None and not np.isfinite(averages[0]) else n_cycles
-    return TwinResult(
-        *map(float, averages), *scores,
-        diverged=diverged_at is not None, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size,
-        seconds_per_cycle=seconds / max(completed, 1), analysis=name,
-    )
+        if diverged_at is None and _lost_truth(scores[0], k, spin_up, threshold):
+            diverged_at = k
+    return _summarize(scores, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size, seconds=seconds,
+                      name=name)
