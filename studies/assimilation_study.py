@@ -72,6 +72,10 @@ BASELINE_GRIDS = {
     "SerialEnKF": [SerialEnKF(inflation=i) for i in (1.01, 1.03, 1.06)],
     "SerialEnKF+clip": [SerialEnKF(inflation=i, clip=c) for i in (1.01, 1.03, 1.06) for c in (1.0, 1.5, 2.0)],
 }
+
+
+def localized(grid, radius):
+    return grid if radius is None else [step.set_params(localization_radius=radius) for step in grid]
 LEARNED_GRID = [(1.0, 0.3), (1.0, 0.5), (1.02, 0.3)]  # (inflation, relaxation)
 DAPPER_GRIDS = {
     "EnKF": [{"infl": i} for i in (1.02, 1.06, 1.1)],
@@ -129,13 +133,14 @@ def tuned(candidates, run):
     return best[1]
 
 
-def in_cycle_ess(model, law, cycles):
+def in_cycle_ess(model, law, cycles, members):
     """Trained attention ESS/n of ``model`` on the scalar ensembles a learned filter feeds it."""
     problem = make_twin_problem(**law, n_cycles=cycles, random_state=99)
     bound = LearnedAnalysis(model, inflation=1.0, relaxation=0.3).bind(problem.observation_model, random_state=0)
     priors = []
     bound.recorder_ = priors  # a bound serial step records (prior, observation, variable) per update
-    twin_experiment(lambda forecast, observation: bound(forecast, observation), problem, ensemble_size=40, spin_up=0)
+    twin_experiment(lambda forecast, observation: bound(forecast, observation), problem, ensemble_size=members,
+                    spin_up=0)
     model_law = problem.observation_model
     X, _, _ = analysis_features(np.stack([p for p, _, _ in priors]), np.array([o for _, o, _ in priors]),
                                 noise_scale=model_law.noise_scale, noise_tail=model_law.tail)
@@ -151,9 +156,17 @@ def main(argv=None):
     parser.add_argument("--spin-up", type=int, default=200)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--tune-cycles", type=int, default=300)
+    parser.add_argument("--variables", type=int, default=40)
+    parser.add_argument("--observed", default="all", choices=["all", "every_other"])
+    parser.add_argument("--dt-obs", type=float, default=0.05)
     parser.add_argument("--members", type=int, default=40)
+    parser.add_argument("--localization-radius", type=float, default=None,
+                        help="Gaspari-Cohn half-width for the package's filters and the learned ones (fewer members "
+                        "than variables need one); DAPPER's LETKF keeps loc_rad=4")
     parser.add_argument("--bayes-members", type=int, default=1000)
     parser.add_argument("--bayes-cycles", type=int, default=200)
+    parser.add_argument("--noises", nargs="*", default=list(NOISES))
+    parser.add_argument("--no-dapper", action="store_true")
     parser.add_argument("--learned", nargs="*", default=list(LEARNED))
     parser.add_argument("--out", default="studies/results/assimilation.csv")
     parser.add_argument("--cache", default="studies/results/assimilation_models")
@@ -164,8 +177,9 @@ def main(argv=None):
     done = set()
     if out.exists():
         with open(out) as f:
-            done = {(r["noise"], r["seed"], r["method"]) for r in csv.DictReader(f)}
-    fields = ["noise", "seed", "method", "setting", "rmse", "spread", "crps", "energy_score", "diverged", "diverged_at",
+            done = {(r["noise"], r["seed"], r["method"], r["members"]) for r in csv.DictReader(f)}
+    fields = ["variables", "observed", "dt_obs",
+              "noise", "seed", "method", "setting", "rmse", "spread", "crps", "energy_score", "diverged", "diverged_at",
               "cycles", "members", "seconds_per_cycle", "attention_ess", "attention_ess_outliers", "fit_seconds"]
     new_file = not out.exists()
     handle = open(out, "a", newline="")
@@ -177,7 +191,7 @@ def main(argv=None):
     try:
         import dapper  # noqa: F401
 
-        has_dapper = True
+        has_dapper = not args.no_dapper
     except ImportError:
         has_dapper = False
         print("# DAPPER is not installed (pip install sklearn-measattn[assimilation]): its rows are left out", flush=True)
@@ -185,7 +199,8 @@ def main(argv=None):
     start_all = time.perf_counter()
 
     def emit(noise, seed, method, setting, result, **extra):
-        row = {"noise": noise, "seed": seed, "method": method, "setting": setting, **result.summary(),
+        row = {"variables": args.variables, "observed": args.observed, "dt_obs": args.dt_obs,
+               "noise": noise, "seed": seed, "method": method, "setting": setting, **result.summary(),
                "cycles": len(result.rmse_per_cycle), "members": result.ensemble_size, **extra}
         row = {k: row.get(k, "") for k in fields}
         writer.writerow(row)
@@ -194,15 +209,18 @@ def main(argv=None):
               f"crps {result.crps:6.3f} es {result.energy_score:7.3f} diverged {result.diverged!s:5s} {setting}",
               flush=True)
 
-    for noise, law in NOISES.items():
-        tuning = make_twin_problem(**law, n_cycles=args.tune_cycles, random_state=1000)
+    for noise in args.noises:
+        law = NOISES[noise]
+        system = {"n_variables": args.variables, "observed": args.observed, "dt_obs": args.dt_obs}
+        tuning = make_twin_problem(**law, **system, n_cycles=args.tune_cycles, random_state=1000)
         chosen = {
-            name: tuned(grid, lambda step, tuning=tuning: twin_experiment(
+            name: tuned(localized(grid, args.localization_radius), lambda step, tuning=tuning: twin_experiment(
                 step, tuning, ensemble_size=args.members, spin_up=50, random_state=0))
             for name, grid in BASELINE_GRIDS.items()
         }
         learned_chosen = {
-            name: tuned([LearnedAnalysis(model, inflation=i, relaxation=r) for i, r in LEARNED_GRID],
+            name: tuned([LearnedAnalysis(model, inflation=i, relaxation=r, localization_radius=args.localization_radius)
+                         for i, r in LEARNED_GRID],
                         lambda step, tuning=tuning: twin_experiment(
                             step, tuning, ensemble_size=args.members, spin_up=50, random_state=0))
             for name, model in models.items()
@@ -212,11 +230,11 @@ def main(argv=None):
             for name, grid in DAPPER_GRIDS.items():
                 dapper_chosen[name] = tuned(grid, lambda params, name=name, tuning=tuning: run_dapper(
                     name, tuning, ensemble_size=args.members, spin_up=50, random_state=0, **params))
-        ess = {name: in_cycle_ess(model, law, 20) for name, model in models.items()}
+        ess = {name: in_cycle_ess(model, {**law, **system}, 20, args.members) for name, model in models.items()}
         for seed in range(args.seeds):
-            if all((noise, str(seed), m) in done for m in ["none", *chosen, *models]):
+            if all((noise, str(seed), m, str(args.members)) in done for m in ["none", *chosen]):
                 continue
-            problem = make_twin_problem(**law, n_cycles=args.cycles, random_state=seed)
+            problem = make_twin_problem(**law, **system, n_cycles=args.cycles, random_state=seed)
             run = {"ensemble_size": args.members, "spin_up": args.spin_up, "random_state": seed}
             emit(noise, seed, "none", "", twin_experiment("none", problem, **run))
             for name, step in chosen.items():
@@ -228,8 +246,10 @@ def main(argv=None):
                 emit(noise, seed, f"learned {name}", f"inflation={step.inflation}, relaxation={step.relaxation}",
                      result, attention_ess=ess[name][0], attention_ess_outliers=ess[name][1],
                      fit_seconds=getattr(step.estimator, "fit_seconds_", ""))
-            short = make_twin_problem(**law, n_cycles=args.bayes_cycles, random_state=seed)
-            jitter = 0.7 * args.bayes_members ** (-1 / 44)
+            if args.bayes_members == 0:
+                continue
+            short = make_twin_problem(**law, **system, n_cycles=args.bayes_cycles, random_state=seed)
+            jitter = 0.7 * args.bayes_members ** (-1 / (args.variables + 4))  # DAPPER's reg=0.7, in our units
             emit(noise, seed, "Bayes PF", f"ParticleFilter(jitter={jitter:.3f}), {args.bayes_members} members",
                  twin_experiment(ParticleFilter(jitter=jitter), short, ensemble_size=args.bayes_members,
                                  spin_up=min(50, args.bayes_cycles // 4), random_state=seed))

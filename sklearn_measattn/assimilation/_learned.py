@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import check_is_fitted
 
+from .._threads import torch_threads
 from .._training import transform_points
 from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
@@ -88,14 +89,30 @@ class LearnedAnalysis(SerialEnKF):
     scalar update is the learned part: ``estimator`` maps the measure of
     :func:`analysis_features` (each member standardised, with the
     observation, the noise scale and the noise law as features) to the
-    standardised posterior members, and the posterior members are assigned to
-    the prior members by rank (the monotone map, optimal transport in one
-    dimension), so that every member moves as little as the learned posterior
-    allows. Everything non-linear about heavy-tailed noise (how far to trust
-    an observation that lands far from the forecast) is learned; the spreading
-    of the update to other variables stays the linear regression that keeps
-    ensemble filters stable over many cycles, and the features make one model
-    serve any number of variables, members, noise scales and laws.
+    standardised posterior members. How far to trust an observation that
+    lands far from the forecast, the non-linear part of Bayes' rule under
+    heavy-tailed noise, is learned; the spreading of the update to other
+    variables stays the linear regression that keeps ensemble filters stable
+    over many cycles, and the features make one model serve any number of
+    variables, members, noise scales and laws.
+
+    ``update`` says what of the learned posterior is used:
+
+    - ``"ensemble"`` (default): the learned members themselves, assigned to
+      the prior members by rank (the monotone map, optimal transport in one
+      dimension), so that every member moves as little as the learned
+      posterior allows: non-Gaussian posteriors (two modes when an
+      observation is ambiguous) carry over.
+    - ``"moments"``: only its mean and its spread, the spread at least the
+      Kalman update's (the most a Gaussian observation of the nominal
+      variance would shrink it); the prior's members are shifted and scaled
+      to them (a learned square-root update with the prior's shape).
+
+    A filter makes dozens of scalar updates per cycle and hundreds of cycles,
+    so a small bias in the learned update compounds: tune ``inflation`` and
+    ``relaxation`` as for any ensemble filter, and check a new model in a
+    cycled experiment before trusting it (one-step skill does not carry over
+    by itself).
 
     Train the estimator on :func:`make_analysis_training_data` (pairs of
     standardised scalar forecasts and the standardised truth, drawn from a
@@ -139,13 +156,15 @@ class LearnedAnalysis(SerialEnKF):
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["predict"])],
+        "update": [Choices(("ensemble", "moments"))],
         "inflation": [INFLATION],
         "localization_radius": LOCALIZATION,
         "relaxation": [RELAXATION],
     }
 
-    def __init__(self, estimator, *, inflation=1.0, localization_radius=None, relaxation=0.0):
+    def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0):
         self.estimator = estimator
+        self.update = update
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.relaxation = relaxation
@@ -185,7 +204,8 @@ class LearnedAnalysis(SerialEnKF):
             was_training = module.training
             module.eval()
             try:
-                with torch.no_grad():
+                # one scalar ensemble is a small tensor: threads would wait for each other
+                with torch.no_grad(), torch_threads(1):
                     out = module(torch.as_tensor(X, dtype=torch.float32, device=estimator.device_))
             finally:
                 module.train(was_training)
@@ -198,9 +218,14 @@ class LearnedAnalysis(SerialEnKF):
             prior, observation, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_
         )
         posterior = self._predict_standardised(features)
-        matched = np.empty_like(posterior)
-        matched[np.argsort(prior, kind="stable")] = posterior
-        return centre + scale * matched
+        if self.update == "ensemble":
+            matched = np.empty_like(posterior)
+            matched[np.argsort(prior, kind="stable")] = posterior
+            return centre + scale * matched
+        # "moments": the learned posterior's mean and spread move the prior's own members, its spread bounded below
+        kalman_shrink = 1.0 / np.sqrt(1.0 + np.exp(-2.0 * features[0, 2]))  # sqrt(r^2 / (1 + r^2)), r = noise / s
+        spread = max(posterior.std(ddof=1), kalman_shrink)
+        return centre + scale * (posterior.mean() + spread * features[:, 0])
 
 
 @validate_params(

@@ -35,7 +35,7 @@ from ..metrics import (
     wasserstein_distance,
 )
 from ._report import format_number
-from ._threads import torch_threads
+from .._threads import torch_threads
 
 __all__ = ["ROW_FIELDS", "compare_kernels", "compare_kernels_on_data", "print_progress"]
 

@@ -20,7 +20,7 @@ from ._tails import (
     _per_measure_tail_index,
     estimate_tail_index,
 )
-from ._threads import torch_threads
+from .._threads import torch_threads
 
 __all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
 
