@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from numbers import Integral, Real
 
 import numpy as np
@@ -13,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._threads import torch_threads
 from .._training import transform_points
 from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
 from ._problem import N_VARIABLES, NOISE, OBSERVED, TwinProblem, make_twin_problem
 from ._twin import _run, resolve_analysis
@@ -184,6 +186,18 @@ class LearnedAnalysis(SerialEnKF):
         model = self.observation_model_
         self.noise_tail_ = model.tail
         self._network = getattr(getattr(estimator, "net_", None), "module_", None)
+        self._device = getattr(estimator, "device_", "cpu") if self._network is not None else None
+        transform_X, transform_y = getattr(estimator, "transform_X_", None), getattr(estimator, "transform_y_", None)
+        if isinstance(transform_X, SymlogTransformer) and isinstance(transform_y, SymlogTransformer):
+            # the map itself: the transformer's input checks cost more than the map at every update
+            self._transform = functools.partial(symlog, scale=transform_X.scale)
+            self._inverse_transform = functools.partial(inverse_symlog, scale=transform_y.scale)
+        else:
+            self._transform = functools.partial(transform_points, transform_X, method="transform")
+            self._inverse_transform = functools.partial(transform_points, transform_y, method="inverse_transform")
+        if self._network is not None:
+            # evaluation mode once (training sets its own mode at every epoch), not a switch per update
+            self._network.eval()
 
     def _predict_standardised(self, features):
         """(n_members, 4) features -> (n_members,) standardised posterior members, in increasing order.
@@ -199,19 +213,18 @@ class LearnedAnalysis(SerialEnKF):
         if self._network is None:
             out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(2, -1)
         else:
-            X = transform_points(estimator.transform_X_, batch, "transform")
-            module = self._network
-            was_training = module.training
-            module.eval()
-            try:
-                # one scalar ensemble is a small tensor: threads would wait for each other
-                with torch.no_grad(), torch_threads(1):
-                    out = module(torch.as_tensor(X, dtype=torch.float32, device=estimator.device_))
-            finally:
-                module.train(was_training)
+            X = self._transform(batch)
+            with torch.no_grad():
+                out = self._network(torch.as_tensor(X, dtype=torch.float32, device=self._device))
             out = out.to(torch.float64).cpu().numpy()
-            out = transform_points(estimator.transform_y_, out, "inverse_transform").reshape(2, -1)
+            out = self._inverse_transform(out).reshape(2, -1)
         return 0.5 * (np.sort(out[0]) + np.sort(-out[1]))
+
+    def _analyse(self, forecast, observation):
+        # one scalar ensemble is a small tensor: threads would wait for each other (set once per analysis:
+        # changing torch's thread count costs more than one update)
+        with torch_threads(1):
+            return super()._analyse(forecast, observation)
 
     def _scalar_update(self, prior, observation):
         features, centre, scale = analysis_features(

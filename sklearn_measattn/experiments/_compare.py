@@ -21,6 +21,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.model_selection import train_test_split
 
+from .._threads import torch_threads
 from .._validation import check_measures
 from ..datasets import load_benchmark, sample_target_law
 from ..estimator import MeasureTransformerRegressor
@@ -35,7 +36,6 @@ from ..metrics import (
     wasserstein_distance,
 )
 from ._report import format_number
-from .._threads import torch_threads
 
 __all__ = ["ROW_FIELDS", "compare_kernels", "compare_kernels_on_data", "print_progress"]
 

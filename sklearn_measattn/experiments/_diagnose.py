@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._threads import torch_threads
 from .._validation import check_measures, check_positive
 from ..kernels import KERNEL_NAMES, get_kernel
 from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
@@ -20,7 +21,6 @@ from ._tails import (
     _per_measure_tail_index,
     estimate_tail_index,
 )
-from .._threads import torch_threads
 
 __all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
 
