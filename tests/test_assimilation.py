@@ -297,3 +297,24 @@ def test_learned_analysis_runs_a_fitted_transformer_in_the_cycle_fast():
     via_predict = np.sort(model.predict(features[None])[0, :, 0])
     mirrored = np.sort(-model.predict((features * [-1, -1, 1, 1])[None])[0, :, 0])
     np.testing.assert_allclose(direct, 0.5 * (via_predict + mirrored), atol=1e-5)
+
+
+def test_learned_moments_update_with_the_kalman_rule_is_the_serial_enkf():
+    problem = make_twin_problem(n_variables=8, n_cycles=40, random_state=0)
+    moments = twin_experiment(LearnedAnalysis(_KalmanModel().fit(), update="moments", inflation=1.05), problem,
+                              ensemble_size=10, spin_up=10, random_state=0)
+    serial = twin_experiment(SerialEnKF(inflation=1.05), problem, ensemble_size=10, spin_up=10, random_state=0)
+    np.testing.assert_allclose(moments.rmse_per_cycle, serial.rmse_per_cycle, rtol=1e-8)
+
+
+def test_learned_analysis_leaves_torch_threads_as_they_were():
+    import torch
+
+    X, y = make_analysis_training_data(n_variables=8, n_cycles=20, spin_up=5, ensemble_size=6, random_state=0)
+    model = MeasureTransformerRegressor(transform="symlog", d_model=8, n_heads=2, n_layers=1, max_epochs=1,
+                                        random_state=0).fit(X, y)
+    threads = torch.get_num_threads()
+    result = twin_experiment(LearnedAnalysis(model, relaxation=0.3), n_variables=8, n_cycles=10, spin_up=2,
+                             ensemble_size=6, random_state=0)
+    assert torch.get_num_threads() == threads and np.isfinite(result.rmse_per_cycle).any()
+
