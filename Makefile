@@ -17,11 +17,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet $(TORCH_PIP_ARGS) torch==2.13.0
-	$(PIP) install --quiet -e ".[test]"
+	$(PIP) install --quiet -e ".[test,scores]"
 	touch $@
 
 $(VENV)/.installed-docs: $(VENV)/.installed
-	$(PIP) install --quiet -e ".[test,docs]"
+	$(PIP) install --quiet -e ".[test,scores,docs]"
 	touch $@
 
 install: $(VENV)/.installed
