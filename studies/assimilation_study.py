@@ -185,7 +185,7 @@ def main(argv=None):
     if out.exists():
         with open(out) as f:
             done = {(r["noise"], r["seed"], r["method"], r["members"]) for r in csv.DictReader(f)}
-    fields = ["variables", "observed", "dt_obs",
+    fields = ["variables", "observed", "dt_obs", "localization",
               "noise", "seed", "method", "setting", "rmse", "spread", "crps", "energy_score", "diverged", "diverged_at",
               "cycles", "members", "seconds_per_cycle", "attention_ess", "attention_ess_outliers", "fit_seconds"]
     new_file = not out.exists()
@@ -207,6 +207,7 @@ def main(argv=None):
 
     def emit(noise, seed, method, setting, result, **extra):
         row = {"variables": args.variables, "observed": args.observed, "dt_obs": args.dt_obs,
+               "localization": args.localization_radius or "",
                "noise": noise, "seed": seed, "method": method, "setting": setting, **result.summary(),
                "cycles": len(result.rmse_per_cycle), "members": result.ensemble_size, **extra}
         row = {k: row.get(k, "") for k in fields}

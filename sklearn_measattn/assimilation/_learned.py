@@ -130,6 +130,8 @@ class LearnedAnalysis(SerialEnKF):
         e.g. :class:`~sklearn_measattn.MeasureTransformerRegressor`. A
         ``MeasureTransformerRegressor`` runs its network directly (batched in
         torch, without re-validation at every cycle).
+    update : {"ensemble", "moments"}, default="ensemble"
+        What of the learned posterior moves the members (above).
     inflation : float, default=1.0
         Multiplicative inflation of the forecast anomalies, in [1, 10].
     localization_radius : float or None, default=None

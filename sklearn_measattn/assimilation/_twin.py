@@ -162,7 +162,9 @@ def resolve_analysis(analysis, observation_model, *, random_state=None):
         to ``observation_model``, which checks its parameters), or any
         callable ``(forecast_ensemble, observation) -> analysis_ensemble``.
     observation_model : ObservationModel
+        The observed variables and the noise law and scale the step works with.
     random_state : int, RandomState instance or None, default=None
+        Source of the step's randomness.
 
     Returns
     -------
