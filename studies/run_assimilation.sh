@@ -27,4 +27,6 @@ $PY studies/assimilation_study.py --members 20 --seeds 1 --learned log/symlog --
 # 3000 cycles under heavy tails: does anything diverge late?
 $PY studies/assimilation_study.py --cycles 3000 --noises student_t cauchy --seeds 1 --learned log/symlog --no-dapper \
     --bayes-members 0 --out $R/assimilation_long.csv
+# the trained models' attention and output spread against the size of the innovation
+$PY studies/assimilation_attention.py --out $R/assimilation_attention.csv
 .venv/bin/python studies/render_assimilation.py
