@@ -30,9 +30,9 @@ import numpy as np
 from sklearn_measattn.experiments import format_number, format_table
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDIES = sorted((ROOT / "studies" / "results").glob("assimilation*.csv"))
-REPRODUCTION = ROOT / "studies" / "results" / "dapper_reproduction.csv"
 ATTENTION = ROOT / "studies" / "results" / "assimilation_attention.csv"
+STUDIES = sorted(p for p in (ROOT / "studies" / "results").glob("assimilation*.csv") if p != ATTENTION)
+REPRODUCTION = ROOT / "studies" / "results" / "dapper_reproduction.csv"
 DOC = ROOT / "docs" / "assimilation_results.rst"
 NOISE_TITLES = {"gaussian": "Gaussian noise", "student_t": "Student-t noise, 1.5 degrees of freedom", "cauchy": "Cauchy noise"}
 REFERENCES = ("none", "Bayes PF")
