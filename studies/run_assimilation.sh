@@ -25,7 +25,7 @@ $PY studies/assimilation_study.py --members 20 --localization-radius 4 --seeds 1
 $PY studies/assimilation_study.py --members 20 --seeds 1 --learned log/symlog --bayes-members 0 --no-dapper \
     --out $R/assimilation_local_none.csv
 # 3000 cycles under heavy tails: does anything diverge late?
-$PY studies/assimilation_study.py --cycles 3000 --noises student_t cauchy --seeds 1 --learned log/symlog --no-dapper \
+$PY studies/assimilation_study.py --cycles 3000 --noises student_t cauchy --seeds 1 --learned log/symlog softmax/symlog --no-dapper \
     --bayes-members 0 --out $R/assimilation_long.csv
 # the trained models' attention and output spread against the size of the innovation
 $PY studies/assimilation_attention.py --out $R/assimilation_attention.csv
