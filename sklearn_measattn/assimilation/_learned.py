@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -13,10 +12,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._threads import torch_threads
 from .._training import transform_points
-from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from .._validation import Choices
 from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
-from ._problem import N_VARIABLES, NOISE, OBSERVED, TwinProblem, make_twin_problem
+from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, make_twin_problem
 from ._twin import _run, resolve_analysis
 
 __all__ = ["ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data"]
@@ -247,16 +246,8 @@ class LearnedAnalysis(SerialEnKF):
     {
         "teacher": [AnalysisStep, None],
         "problem": [TwinProblem, None],
-        "n_variables": [N_VARIABLES],
-        "observed": OBSERVED,
-        "noise": [NOISE],
-        "df": [POSITIVE_REAL],
-        "noise_scale": [POSITIVE_REAL],
-        "dt_obs": [POSITIVE_REAL],
-        "n_cycles": [POSITIVE_INT],
-        "ensemble_size": [NumberInterval(Integral, 2, None, closed="left")],
-        "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
-        "initial_spread": [NumberInterval(Real, 0, None, closed="neither")],
+        **SIMULATION_CONSTRAINTS,
+        **RUN_CONSTRAINTS,
         "target": [Choices(("member", "truth"))],
         "random_state": ["random_state"],
     },

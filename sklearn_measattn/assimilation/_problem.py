@@ -261,15 +261,27 @@ class TwinProblem:
         return integrate_lorenz96(states, self.dt_obs, forcing=self.forcing, time_step=self.time_step)
 
 
+#: The domains of the simulation's parameters, shared by every function that simulates a problem.
+SIMULATION_CONSTRAINTS = {
+    "n_variables": [N_VARIABLES],
+    "observed": OBSERVED,
+    "noise": [NOISE],
+    "df": [POSITIVE_REAL],
+    "noise_scale": [POSITIVE_REAL],
+    "dt_obs": [POSITIVE_REAL],
+    "n_cycles": [POSITIVE_INT],
+}
+#: The domains of a cycled run's own parameters, shared by the twin experiment and the training pairs.
+RUN_CONSTRAINTS = {
+    "ensemble_size": [NumberInterval(Integral, 2, None, closed="left", why="a spread needs two members")],
+    "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
+    "initial_spread": [POSITIVE_REAL],
+}
+
+
 @validate_params(
     {
-        "n_variables": [N_VARIABLES],
-        "observed": OBSERVED,
-        "noise": [NOISE],
-        "df": [POSITIVE_REAL],
-        "noise_scale": [POSITIVE_REAL],
-        "dt_obs": [POSITIVE_REAL],
-        "n_cycles": [POSITIVE_INT],
+        **SIMULATION_CONSTRAINTS,
         "forcing": [NumberInterval(Real, None, None, closed="neither")],
         "time_step": [POSITIVE_REAL],
         "random_state": ["random_state"],

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError, validate_params
 
-from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from .._validation import Choices
 from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
-from ._problem import N_VARIABLES, NOISE, OBSERVED, TwinProblem, make_twin_problem
+from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, make_twin_problem
 
 __all__ = ["ANALYSIS_NAMES", "DIVERGENCE_RULE", "TwinResult", "resolve_analysis", "twin_experiment"]
 
@@ -202,16 +202,8 @@ def _describe(analysis):
     {
         "analysis": [Choices(tuple(ANALYSIS_NAMES)), callable, AnalysisStep],
         "problem": [TwinProblem, None],
-        "n_variables": [N_VARIABLES],
-        "observed": OBSERVED,
-        "noise": [NOISE],
-        "df": [POSITIVE_REAL],
-        "noise_scale": [POSITIVE_REAL],
-        "dt_obs": [POSITIVE_REAL],
-        "n_cycles": [POSITIVE_INT],
-        "ensemble_size": [NumberInterval(Integral, 2, None, closed="left", why="a spread needs two members")],
-        "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
-        "initial_spread": [POSITIVE_REAL],
+        **SIMULATION_CONSTRAINTS,
+        **RUN_CONSTRAINTS,
         "random_state": ["random_state"],
         "callback": [callable, None],
     },
