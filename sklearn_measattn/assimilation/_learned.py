@@ -15,8 +15,8 @@ from .._training import transform_points
 from .._validation import Choices
 from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
-from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, make_twin_problem
-from ._twin import _run, resolve_analysis
+from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem
+from ._twin import _checked_problem, _run, resolve_analysis
 
 __all__ = ["ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data"]
 
@@ -337,13 +337,9 @@ def make_analysis_training_data(
             f"recorded), got {type(teacher).__name__}."
         )
     rng = check_random_state(random_state)
-    if problem is None:
-        problem = make_twin_problem(
-            n_variables=n_variables, observed=observed, noise=noise, df=df, noise_scale=noise_scale, dt_obs=dt_obs,
-            n_cycles=n_cycles, random_state=rng,
-        )
-    if spin_up >= problem.n_cycles:
-        raise ValueError(f"spin_up={spin_up} leaves no cycle to record: it must be below n_cycles ({problem.n_cycles}).")
+    settings = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
+                "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
+    problem = _checked_problem(problem, settings, spin_up=spin_up, rng=rng)
     teacher = SerialEnKF(inflation=1.05, clip=2.0) if teacher is None else teacher
     step = resolve_analysis(teacher, problem.observation_model, random_state=rng)
     records, priors, observations, truths = [], [], [], []

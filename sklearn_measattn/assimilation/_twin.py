@@ -152,6 +152,16 @@ def _summarize(scores, *, diverged_at, spin_up, ensemble_size, seconds, name):
     )
 
 
+def _checked_problem(problem, settings, *, spin_up, rng):
+    """``problem``, or one simulated from ``settings``, once ``spin_up`` is known to leave cycles to score."""
+    n_cycles = problem.n_cycles if problem is not None else settings["n_cycles"]
+    if spin_up >= n_cycles:
+        raise InvalidParameterError(
+            f"spin_up={spin_up} leaves no cycle to score: it must be below n_cycles ({n_cycles})."
+        )
+    return make_twin_problem(**settings, random_state=rng) if problem is None else problem
+
+
 def resolve_analysis(analysis, observation_model, *, random_state=None):
     """The callable a twin experiment runs: a name made into its built-in step, a step bound, a callable as given.
 
@@ -305,21 +315,11 @@ def twin_experiment(
     >>> enkf.rmse_per_cycle.shape
     (300,)
     """
-    if spin_up >= (problem.n_cycles if problem is not None else n_cycles):
-        raise InvalidParameterError(
-            f"spin_up={spin_up} leaves no cycle to score: it must be below n_cycles "
-            f"({problem.n_cycles if problem is not None else n_cycles})."
-        )
     rng = check_random_state(random_state)
-    if problem is None:
-        problem = make_twin_problem(
-            n_variables=n_variables, observed=observed, noise=noise, df=df, noise_scale=noise_scale, dt_obs=dt_obs,
-            n_cycles=n_cycles, random_state=rng,
-        )
-    else:
-        given = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
-                 "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
-        changed = [name for name, value in given.items()
+    settings = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
+                "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
+    if problem is not None:
+        changed = [name for name, value in settings.items()
                    if not (isinstance(value, str) and value == _SIMULATION_DEFAULTS[name])
                    and not (isinstance(value, Real) and value == _SIMULATION_DEFAULTS[name])]
         if changed:
@@ -327,6 +327,7 @@ def twin_experiment(
                 f"twin_experiment got a problem and simulation parameters {changed}: the problem fixes them. "
                 "Pass make_twin_problem(...) with those parameters instead, or no problem."
             )
+    problem = _checked_problem(problem, settings, spin_up=spin_up, rng=rng)
     step = resolve_analysis(analysis, problem.observation_model, random_state=rng)
     return _run(step, problem, ensemble_size=ensemble_size, spin_up=spin_up, initial_spread=initial_spread,
                 rng=rng, callback=callback, name=_describe(analysis))
