@@ -12,6 +12,7 @@ Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`
 
 from . import datasets, experiments, metrics
 from ._display import MeasureDisplay
+from ._persistence import UnstorableParameterError, load_model, save_model
 from .attention import kernel_attention
 from .estimator import MeasureTransformerRegressor, StopTraining
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
@@ -34,5 +35,8 @@ __all__ = [
     "get_kernel",
     "get_scorer",
     "kernel_attention",
+    "load_model",
     "metrics",
+    "save_model",
+    "UnstorableParameterError",
 ]

@@ -2,7 +2,8 @@
 
 ``fit`` reads input and target measures (any format ``load_measures`` reads),
 trains a :class:`~sklearn_measattn.MeasureTransformerRegressor` and saves it
-with joblib; ``predict`` loads a saved model and writes its predictions, or the
+as a safetensors file (checkpointing every epoch with ``--checkpoint``);
+``predict`` loads a saved model (a pickle only with ``--allow-pickle``) and writes its predictions, or the
 images of query points under each measure's map (``--points``), as ``.npy``
 (one dense array) or ``.npz`` (one array per measure). Every path and format is
 checked before any training or prediction, and the estimator's own errors are
@@ -17,6 +18,8 @@ import time
 import numpy as np
 from skorch.callbacks import Callback
 
+from ._checkpoint import check_checkpoint_dir
+from ._persistence import is_pickle_like, load_model, save_model
 from .estimator import MeasureTransformerRegressor
 from .experiments import check_output_path, format_number, print_progress
 from .kernels import KERNEL_NAMES
@@ -25,6 +28,8 @@ from .losses import LOSSES
 __all__ = ["add_fit_parser", "add_predict_parser", "run_fit", "run_predict"]
 
 _OUTPUT_FORMATS = (".npy", ".npz")
+# Names that say "pickle"; fit writes safetensors only.
+_PICKLE_SUFFIXES = (".joblib", ".pkl", ".pickle", ".pt", ".pth")
 # Options of ``fit`` and the estimator parameters they set (None: the estimator's default).
 _FIT_PARAMETERS = {
     "kernel": "kernel", "transform": "transform", "epochs": "max_epochs", "d_model": "d_model",
@@ -56,16 +61,21 @@ def add_fit_parser(sub):
         help="train a model on your measures and save it (then apply it with measattn predict)",
         description=(
             "Train a MeasureTransformerRegressor on your input measures (--data) and their target measures (--y), "
-            "each in a format that load_measures reads (.npy, .npz, .csv, .tsv), and save the fitted model with "
-            "joblib (--save). The paths, the files and the parameters are checked before training; a model file "
-            "is a pickle: load only files you trust."
+            "each in a format that load_measures reads (.npy, .npz, .csv, .tsv), and save the fitted model as a "
+            "safetensors file (--save), which holds data only and is safe to share. With --checkpoint DIR a "
+            "checkpoint is written every epoch, and rerunning the same command after a crash resumes from it. The "
+            "paths, the files and the parameters are checked before training."
         ),
     )
     fit.add_argument("--data", required=True, metavar="FILE", help="input measures: .npy, .npz, .csv or .tsv")
     fit.add_argument("--y", metavar="FILE",
                      help="target measures, one per input measure; may be left out only when --data is an .npz "
                           "that also holds them as array 'y'. Two tables (CSV/TSV) are paired by measure name")
-    fit.add_argument("--save", required=True, metavar="MODEL", help="where to save the fitted model (e.g. model.joblib)")
+    fit.add_argument("--save", required=True, metavar="MODEL",
+                     help="where to save the fitted model, a safetensors file (e.g. model.safetensors)")
+    fit.add_argument("--checkpoint", metavar="DIR", default=None,
+                     help="write a checkpoint to DIR every epoch; the same command rerun resumes from it (a "
+                          "checkpoint of other parameters or data is refused)")
     fit.add_argument("--group-column", default=None, metavar="COLUMN",
                      help="for CSV/TSV tables: the column naming each point's measure (default: measure)")
     _add_loader_options(fit, what="--data")
@@ -104,16 +114,20 @@ def add_predict_parser(sub):
         "predict",
         help="apply a saved model: predicted measures, or the images of query points (--points)",
         description=(
-            "Load a model saved by measattn fit (or joblib.dump of a fitted MeasureTransformerRegressor) and write "
+            "Load a model saved by measattn fit (or sklearn_measattn.save_model) and write "
             "the predicted measure of every input measure of --data, or with --points FILE the image of every "
             "query point under the map of its measure (points[i] is moved by the map that measure i defines; the "
             "query points attend to the measure but are not part of it). --out ending in .npy writes one array "
             "(n_samples, n_points, n_features); .npz writes one array per measure, arr_0, arr_1, ... (needed when "
-            "the measures have different numbers of points). Both read back with load_measures. A model file is a "
-            "pickle: load only files you trust."
+            "the measures have different numbers of points). Both read back with load_measures. A safetensors "
+            "model file holds data only; a pickle (joblib.dump) can run code when loaded and is refused unless "
+            "--allow-pickle is given."
         ),
     )
-    pred.add_argument("model", metavar="MODEL", help="the saved model")
+    pred.add_argument("model", metavar="MODEL", help="the saved model (.safetensors)")
+    pred.add_argument("--allow-pickle", action="store_true",
+                      help="also load a pickled model (joblib.dump); a pickle runs code when loaded: only for files "
+                           "you made or trust")
     pred.add_argument("--data", required=True, metavar="FILE", help="input measures: .npy, .npz, .csv or .tsv")
     pred.add_argument("--points", metavar="FILE",
                       help="query points, one set per measure of --data (any number of points each)")
@@ -148,11 +162,20 @@ def run_fit(args, parser):
     from ._cli_commands import _check_outputs, _load_pair
 
     _check_outputs(parser, save=args.save)
+    if os.path.splitext(args.save)[1].lower() in _PICKLE_SUFFIXES:
+        parser.error(f"--save {args.save!r}: measattn fit saves a safetensors model file (data only, safe to "
+                     "share); name it e.g. model.safetensors. To pickle a model, use joblib.dump in Python.")
     params = {name: getattr(args, option) for option, name in _FIT_PARAMETERS.items()
               if getattr(args, option) is not None}
     if params.get("transform") == "none":
         params["transform"] = None
     params.setdefault("random_state", 0)
+    if args.checkpoint is not None:
+        try:
+            check_checkpoint_dir(args.checkpoint)
+        except ValueError as exc:
+            parser.error(f"--checkpoint: {exc}")
+        params["checkpoint_dir"] = args.checkpoint
     X, y, read = _load_pair(args, parser)
     model = MeasureTransformerRegressor(**params)
     if not args.quiet:
@@ -172,26 +195,34 @@ def run_fit(args, parser):
         parser.error(str(exc))  # raised before any training: a usage error, as in the Python API
     except FloatingPointError as exc:
         _fail(parser, exc)
-    model.set_params(callbacks=None)  # the saved model carries no command-line progress printer
-    import joblib
-
-    joblib.dump(model, args.save)
+    # The saved model carries neither the command-line progress printer nor the checkpoint directory.
+    model.set_params(callbacks=None, checkpoint_dir=None)
+    save_model(model, args.save)
     loss = model.history_[-1, "train_loss"]
     print(f"trained {len(model.history_)} epochs in {format_number(time.perf_counter() - start)} s "
           f"(final training loss {format_number(loss)}); saved the model to {args.save}")
     return 0
 
 
-def _load_model(parser, path):
+def _load_model(parser, path, *, allow_pickle):
     if not os.path.isfile(path):
         parser.error(f"MODEL {path!r}: no such file")
+    if not is_pickle_like(path):
+        try:
+            return load_model(path)
+        except ValueError as exc:
+            parser.error(f"MODEL {exc}")
+    if not allow_pickle:
+        parser.error(f"MODEL {path!r} is a pickle (e.g. joblib.dump), and loading a pickle runs whatever code it "
+                     "holds. It was not loaded. Use a model saved by measattn fit (a .safetensors file), or pass "
+                     "--allow-pickle if you made this file yourself or trust its source.")
     import joblib
 
     try:
         model = joblib.load(path)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model file"
         parser.error(f"MODEL {path!r} could not be loaded ({type(exc).__name__}: {exc}); give a file written by "
-                     "measattn fit or joblib.dump")
+                     "measattn fit, save_model or joblib.dump")
     if not isinstance(model, MeasureTransformerRegressor):
         parser.error(f"MODEL {path!r} holds a {type(model).__name__}, not a MeasureTransformerRegressor")
     if not hasattr(model, "net_"):
@@ -220,7 +251,7 @@ def run_predict(args, parser):
         parser.error(str(exc))
     if args.points is None and (args.points_key is not None or args.points_feature_columns is not None):
         parser.error("--points-key and --points-feature-columns apply only with --points FILE")
-    model = _load_model(parser, args.model)
+    model = _load_model(parser, args.model, allow_pickle=args.allow_pickle)
     X, _ = _load(parser, args.data, key=args.key, group_column=args.group_column,
                  feature_columns=args.feature_columns, option="--data")
     Z = None

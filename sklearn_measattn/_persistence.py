@@ -1,11 +1,43 @@
-"""A version stamp in pickles, checked on load, and CUDA-trained models loadable on a CPU."""
+"""Saving fitted models: safetensors files that hold data only, and version-stamped pickles.
+
+A model file written by :func:`save_model` is one safetensors file: the
+network's tensors, and the estimator's parameters, the fitted transforms, the
+training history and the versions as JSON metadata. Reading it parses JSON and
+copies tensors; nothing in it is ever executed, so a file from anyone is safe
+to load. A pickle (``joblib.dump``) can store anything, user functions
+included, and runs code when loaded: it is for files you made yourself.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
+import os
+import tempfile
 import warnings
+from numbers import Integral
+
+import numpy as np
+import torch
 
 _VERSION_KEY = "_sklearn_measattn_version"
+
+#: What ``save_model`` writes in the file's metadata, under ``_METADATA_KEY``.
+FORMAT_NAME = "sklearn-measattn-model"
+#: The version of that layout; a file with a higher one was written by a newer release.
+FORMAT_VERSION = 1
+_METADATA_KEY = "sklearn_measattn"
+# A safetensors header is JSON describing the tensors; ours stays far below this.
+_MAX_HEADER_BYTES = 100 * 2**20
+
+
+class UnstorableParameterError(ValueError, TypeError):
+    """A parameter is a Python object (a function, a custom transformer) that a data-only file cannot hold.
+
+    Raised by :func:`save_model` and by ``checkpoint_dir``; it is both a
+    ``ValueError`` and a ``TypeError``.
+    """
 
 
 def _package_version():
@@ -57,3 +89,510 @@ class VersionStampMixin:
         # Saved before the device became a property of the fitted net: the net's own device decides.
         state.pop("device_", None)
         super().__setstate__(state)
+
+
+# ----------------------------------------------------------------- transforms
+def _storable_transformers():
+    """The transformer classes whose state is plain data, by the name a file records."""
+    from sklearn.preprocessing import MaxAbsScaler, MinMaxScaler, RobustScaler, StandardScaler
+
+    from .preprocessing import SymlogTransformer
+
+    classes = (SymlogTransformer, StandardScaler, MinMaxScaler, MaxAbsScaler, RobustScaler)
+    return {f"{cls.__module__.split('.')[0]}.{cls.__name__}": cls for cls in classes}
+
+
+def _transformer_name(transformer):
+    for name, cls in _storable_transformers().items():
+        if type(transformer) is cls:
+            return name
+    return None
+
+
+def _unstorable(what, value, remedy):
+    return UnstorableParameterError(
+        f"{what} is {value!r}, a Python object that a model file cannot store as data (it would have to run "
+        f"code when loaded). {remedy} To keep such a model, pickle it (joblib.dump) and load the pickle only "
+        "on machines and from sources you trust."
+    )
+
+
+def _transform_param(value):
+    """The ``transform`` parameter as JSON data."""
+    if value is None or isinstance(value, str):
+        return value
+    name = _transformer_name(value)
+    if name is None:
+        storable = ", ".join(sorted(_storable_transformers()))
+        raise _unstorable("transform", value, f"Model files store transform=None, 'symlog' or one of {storable}.")
+    return {"transformer": name, "params": _json_params(value.get_params(deep=False), "transform")}
+
+
+def _fitted_transformer(transformer, prefix, tensors):
+    """A fitted transformer's state: JSON for its parameters and scalars, tensors (added) for its arrays."""
+    if transformer is None:
+        return None
+    name = _transformer_name(transformer)
+    if name is None:
+        raise _unstorable(prefix, transformer, "Use transform=None, 'symlog' or a scikit-learn scaler.")
+    attributes = {}
+    for key, value in vars(transformer).items():
+        if not key.endswith("_") or key.startswith("_"):
+            continue
+        if isinstance(value, np.ndarray) and value.dtype.kind in "fiub":
+            tensors[f"{prefix}.{key}"] = torch.from_numpy(np.ascontiguousarray(value)).clone()
+            attributes[key] = {"tensor": f"{prefix}.{key}"}
+        elif isinstance(value, np.ndarray):  # feature names
+            attributes[key] = {"strings": [str(item) for item in value]}
+        else:
+            attributes[key] = {"value": _plain(value)}
+    return {"transformer": name, "params": _json_params(transformer.get_params(deep=False), prefix),
+            "attributes": attributes}
+
+
+def _restored_transformer(state, tensors):
+    if state is None:
+        return None
+    cls = _storable_transformers()[state["transformer"]]
+    transformer = cls(**state["params"])
+    for key, value in state["attributes"].items():
+        if "tensor" in value:
+            setattr(transformer, key, tensors[value["tensor"]].numpy())
+        elif "strings" in value:
+            setattr(transformer, key, np.asarray(value["strings"], dtype=object))
+        else:
+            setattr(transformer, key, value["value"])
+    return transformer
+
+
+# ----------------------------------------------------------------- parameters
+def _plain(value):
+    """``value`` with numpy scalars made Python numbers, for JSON."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return value
+
+
+def _json_params(params, owner):
+    """``params`` as JSON data, or an error naming the one that is not data."""
+    out = {}
+    for name, value in params.items():
+        value = _plain(value)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise _unstorable(f"{owner} parameter {name}", value, "") from None
+        out[name] = value
+    return out
+
+
+def estimator_params_as_data(estimator):
+    """The estimator's parameters as JSON data (what a model file and a checkpoint record).
+
+    ``callbacks`` are not stored (they are training-time objects: the loaded
+    estimator has ``callbacks=None``), a ``RandomState`` instance is stored as
+    None (the seed the fit drew from it is stored with the network) and a
+    ``torch.device`` as its string. A function given as the kernel or the loss
+    raises :class:`UnstorableParameterError`.
+    """
+    params = estimator.get_params(deep=False)
+    for name in ("kernel", "loss"):
+        if callable(params[name]):
+            raise _unstorable(
+                name, params[name],
+                f"Model files store the built-in {name}s by name; a {name} given as a function is code.",
+            )
+    params["callbacks"] = None
+    if isinstance(params["random_state"], np.random.RandomState):
+        params["random_state"] = None
+    if isinstance(params["device"], torch.device):
+        params["device"] = str(params["device"])
+    if params.get("checkpoint_dir") is not None:
+        params["checkpoint_dir"] = os.fspath(params["checkpoint_dir"])
+    transform = _transform_param(params.pop("transform"))
+    out = _json_params(params, type(estimator).__name__)
+    out["transform"] = transform
+    return out
+
+
+def params_from_data(params):
+    """Constructor arguments from :func:`estimator_params_as_data`'s output."""
+    params = dict(params)
+    transform = params.get("transform")
+    if isinstance(transform, dict):
+        params["transform"] = _storable_transformers()[transform["transformer"]](**transform["params"])
+    return params
+
+
+# ----------------------------------------------------------------- state
+def _history_as_data(history):
+    return json.loads(json.dumps(list(history), default=_json_default))
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return value.item()
+    return repr(value)  # a user callback's entry that is not data: kept as its text
+
+
+def network_state(net, *, params, transform_X, transform_y, n_features_in, n_features_out, kind=FORMAT_NAME):
+    """``(tensors, metadata)`` of a net and its fitted transforms (a model file's or a checkpoint's core)."""
+    tensors = {f"module.{key}": value.detach().cpu().contiguous().clone()
+               for key, value in net.module_.state_dict().items()}
+    metadata = {
+        "format": kind,
+        "format_version": FORMAT_VERSION,
+        "package_version": _package_version(),
+        "torch_version": torch.__version__.split("+")[0],
+        "estimator": "MeasureTransformerRegressor",
+        "params": params,
+        "n_features_in": int(n_features_in),
+        "n_features_out": int(n_features_out),
+        "seed": int(net.loader_seed),
+        "transform_X": _fitted_transformer(transform_X, "transform_X", tensors),
+        "transform_y": _fitted_transformer(transform_y, "transform_y", tensors),
+        "history": _history_as_data(net.history),
+    }
+    return tensors, metadata
+
+
+def fitted_state(estimator):
+    """``(tensors, metadata)`` of a fitted estimator: everything that predicts and reports as it does."""
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator, "net_")
+    tensors, metadata = network_state(
+        estimator.net_, params=estimator_params_as_data(estimator), transform_X=estimator.transform_X_,
+        transform_y=estimator.transform_y_, n_features_in=estimator.n_features_in_,
+        n_features_out=estimator.n_features_out_,
+    )
+    metadata["learned_kernel_params"] = {
+        key: value.tolist() for key, value in estimator.learned_kernel_params_.items()
+    }
+    return tensors, metadata
+
+
+def restored_transforms(tensors, metadata):
+    """The fitted ``(transform_X, transform_y)`` a file holds."""
+    return (_restored_transformer(metadata["transform_X"], tensors),
+            _restored_transformer(metadata["transform_y"], tensors))
+
+
+def _module_tensors(tensors):
+    return {key[len("module."):]: value for key, value in tensors.items() if key.startswith("module.")}
+
+
+def load_network(net, tensors, metadata):
+    """Put a file's weights and history into an initialised ``net``."""
+    from skorch.history import History
+
+    net.module_.load_state_dict(_module_tensors(tensors))
+    net.history_ = History(metadata["history"])
+
+
+def restore_fitted(estimator, tensors, metadata, *, device):
+    """Make ``estimator`` (built from the file's parameters) fitted with the file's network and transforms."""
+    from ._training import build_net, freeze_params
+
+    net = build_net(estimator, metadata["n_features_in"], metadata["n_features_out"], device, metadata["seed"])
+    net.initialize()
+    load_network(net, tensors, metadata)
+    estimator.net_ = net
+    estimator.transform_X_, estimator.transform_y_ = restored_transforms(tensors, metadata)
+    estimator.n_features_in_ = metadata["n_features_in"]
+    estimator.n_features_out_ = metadata["n_features_out"]
+    estimator._fitted_params = freeze_params(estimator.get_params(deep=False))
+    return estimator
+
+
+# ----------------------------------------------------------------- files
+def write_state(path, tensors, metadata):
+    """Write one safetensors file atomically: into a temporary file beside it, then renamed over ``path``.
+
+    A crash while writing leaves whatever was at ``path`` before intact.
+    """
+    from safetensors.torch import save
+
+    payload = save(tensors, metadata={"format": "pt", _METADATA_KEY: json.dumps(metadata, allow_nan=True)})
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(payload)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+# Leading bytes of the files people mistake for a model file, and what they are.
+_SIGNATURES = (
+    (b"\x80", "a pickle (as written by joblib.dump, pickle.dump or torch.save's legacy format)"),
+    (b"PK\x03\x04", "a zip archive (a torch.save file or an .npz)"),
+    (b"\x1f\x8b", "a gzip-compressed file (e.g. a compressed joblib pickle)"),
+    (b"x\x9c", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
+    (b"x\x01", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
+    (b"x\xda", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
+    (b"BZh", "a bz2-compressed file (e.g. a compressed joblib pickle)"),
+    (b"\xfd7zXZ", "an xz-compressed file (e.g. a compressed joblib pickle)"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"\x89HDF", "an HDF5 file"),
+)
+
+
+def describe_file(head):
+    """What a file's first bytes say it is (None: nothing recognised)."""
+    for signature, what in _SIGNATURES:
+        if head.startswith(signature):
+            return what
+    return None
+
+
+def is_pickle_like(path):
+    """Whether ``path`` starts like a (possibly compressed) pickle or joblib file."""
+    with open(path, "rb") as file:
+        what = describe_file(file.read(8))
+    return what is not None and ("pickle" in what or "compressed" in what)
+
+
+def _not_a_model(path, reason):
+    return ValueError(
+        f"{path!r} is not a sklearn-measattn model file: {reason}. Give a file written by "
+        "sklearn_measattn.save_model (or measattn fit --save MODEL.safetensors). Nothing in the file was run."
+    )
+
+
+def read_state(path, *, expected=FORMAT_NAME):
+    """``(tensors, metadata)`` of a file written by :func:`write_state`, checked before anything is read.
+
+    Only JSON is parsed and tensors copied: nothing in the file can run.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"No model file at {path!r}.")
+    with open(path, "rb") as file:
+        payload = file.read()
+    what = describe_file(payload[:8])
+    if what is not None:
+        advice = (" Pickles can run code when loaded: load it with joblib.load only if you trust its source, "
+                  "then save it again with sklearn_measattn.save_model") if "pickle" in what else ""
+        raise _not_a_model(path, f"it is {what}, not a safetensors file.{advice}".rstrip("."))
+    if len(payload) < 8:
+        raise _not_a_model(path, f"it has {len(payload)} bytes, fewer than a safetensors header")
+    header_size = int.from_bytes(payload[:8], "little")
+    if header_size > min(_MAX_HEADER_BYTES, len(payload) - 8):
+        raise _not_a_model(
+            path, f"its first 8 bytes announce a {header_size}-byte header in a {len(payload)}-byte file "
+            "(a truncated file, or another format)"
+        )
+    try:
+        header = json.loads(payload[8:8 + header_size])
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise _not_a_model(path, "its header is not JSON (a truncated file, or another format)") from None
+    if not isinstance(header, dict):
+        raise _not_a_model(path, "its header is not a safetensors header")
+    data_end = max((int(entry["data_offsets"][1]) for key, entry in header.items()
+                    if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry), default=0)
+    if 8 + header_size + data_end > len(payload):
+        raise _not_a_model(
+            path, f"it is truncated: its header describes {8 + header_size + data_end} bytes but the file has "
+            f"{len(payload)}. Copy or download it again"
+        )
+    raw = (header.get("__metadata__") or {}).get(_METADATA_KEY)
+    if raw is None:
+        raise _not_a_model(path, "it is a safetensors file without sklearn-measattn metadata (tensors only)")
+    try:
+        metadata = json.loads(raw)
+    except json.JSONDecodeError:
+        raise _not_a_model(path, "its sklearn-measattn metadata is not valid JSON") from None
+    kind = metadata.get("format") if isinstance(metadata, dict) else None
+    if kind != expected:
+        names = {FORMAT_NAME: "a model file", "sklearn-measattn-checkpoint": "a training checkpoint"}
+        raise _not_a_model(path, f"it is {names.get(kind, repr(kind))}, where {names.get(expected, expected)} "
+                                 "was expected")
+    version = metadata.get("format_version")
+    if not isinstance(version, Integral) or version < 1:
+        raise _not_a_model(path, f"its format version {version!r} is not a version number")
+    if version > FORMAT_VERSION:
+        raise ValueError(
+            f"{path!r} was written by sklearn-measattn {metadata.get('package_version', '(unknown)')} in model-file "
+            f"format {version}; this is sklearn-measattn {_package_version()}, which reads formats up to "
+            f"{FORMAT_VERSION}. Upgrade: pip install --upgrade sklearn-measattn. Nothing in the file was run."
+        )
+    try:
+        tensors = load(payload)
+    except SafetensorError as exc:
+        raise _not_a_model(path, f"safetensors could not read its tensors ({exc})") from None
+    return tensors, metadata
+
+
+def _load_device(requested, saved):
+    """The device a loaded model runs on: the one asked for, else the saved one where it exists, else the CPU."""
+    from ._training import resolve_device
+
+    if requested is not None:
+        return resolve_device(requested)
+    try:
+        return resolve_device(saved)
+    except ValueError:
+        warnings.warn(
+            f"The model was saved with device={saved!r}, which this machine lacks; it is loaded on the CPU "
+            "(pass device= to load_model to choose).",
+            UserWarning,
+            stacklevel=3,
+        )
+        return "cpu"
+
+
+def save_model(estimator, path):
+    """Save a fitted model to one safetensors file that holds data only.
+
+    The file holds the network's tensors and, as JSON metadata, the
+    estimator's parameters, the fitted transforms, the learnt kernel
+    parameters, ``n_features_in_``/``n_features_out_``, the training history,
+    the package version and the file format's version. Loading it
+    (:func:`load_model`) runs nothing from the file, so it is safe to share
+    and to load from anyone. The file is written atomically (a crash while
+    saving leaves the previous file at ``path`` intact).
+
+    Parameters
+    ----------
+    estimator : MeasureTransformerRegressor
+        A fitted estimator whose kernel and loss are given by name and whose
+        transform is None, ``"symlog"``, a ``SymlogTransformer`` or a
+        scikit-learn scaler (``StandardScaler``, ``MinMaxScaler``,
+        ``MaxAbsScaler``, ``RobustScaler``).
+    path : str or path-like
+        Where to write; by convention it ends with ``.safetensors``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    UnstorableParameterError
+        (a ``ValueError`` and ``TypeError``) When a parameter is code (a kernel
+        or loss given as a function, another transformer): pickle such a model
+        with joblib instead, and load it only where you trust the file.
+    sklearn.exceptions.NotFittedError
+        When the estimator is not fitted.
+
+    Notes
+    -----
+    ``callbacks`` are not saved (the loaded estimator has ``callbacks=None``),
+    nor is the optimiser's state: a loaded model predicts, transports and
+    reports diagnostics exactly as the saved one, and a warm start from it
+    starts a fresh optimiser. ``checkpoint_dir`` keeps the optimiser for
+    resuming a fit.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+    >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1,
+    ...                                     transform="symlog", random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> save_model(model, path)
+    >>> loaded = load_model(path)
+    >>> bool((loaded.predict(X) == model.predict(X)).all())
+    True
+    """
+    from .estimator import MeasureTransformerRegressor
+
+    if not isinstance(estimator, MeasureTransformerRegressor):
+        raise TypeError(
+            f"save_model saves a fitted MeasureTransformerRegressor, got {type(estimator).__name__}. For other "
+            "objects (e.g. a Pipeline around it), save the regressor step with save_model and rebuild the rest."
+        )
+    tensors, metadata = fitted_state(estimator)
+    write_state(path, tensors, metadata)
+
+
+def load_model(path, *, device=None):
+    """Load a model saved by :func:`save_model`: a fitted estimator, without running anything from the file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A file written by :func:`save_model` (or ``measattn fit --save``).
+    device : str or torch.device, default=None
+        Where the network runs: ``None`` keeps the saved ``device`` parameter
+        where this machine has it and uses the CPU otherwise (with a warning),
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` choose. The
+        estimator's ``device`` parameter is left as saved.
+
+    Returns
+    -------
+    estimator : MeasureTransformerRegressor
+        The fitted estimator: it predicts, transports and reports diagnostics
+        as the saved one did (on the same device, identically).
+
+    Raises
+    ------
+    ValueError
+        When the file is not a model file (a pickle, an archive, another
+        safetensors file), is truncated, or was written in a newer format; the
+        message says which, and nothing in the file was run.
+    FileNotFoundError
+        When there is no file at ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+    >>> model = MeasureTransformerRegressor(kernel="poly", kernel_params={"degree": "learn"}, d_model=8,
+    ...                                     n_heads=2, n_layers=1, max_epochs=1, random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> save_model(model, path)
+    >>> load_model(path).learned_kernel_params_["degree"].shape
+    (1, 2)
+    """
+    from .estimator import MeasureTransformerRegressor
+
+    tensors, metadata = read_state(path)
+    if metadata.get("estimator") != MeasureTransformerRegressor.__name__:
+        raise _not_a_model(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
+    _warn_other_version(metadata)
+    estimator = MeasureTransformerRegressor(**_known_params(params_from_data(metadata["params"])))
+    return restore_fitted(estimator, tensors, metadata,
+                          device=_load_device(device, metadata["params"].get("device", "auto")))
+
+
+def _known_params(params):
+    """Parameters this version's estimator takes (a newer minor version may have added some)."""
+    from .estimator import MeasureTransformerRegressor
+
+    known = MeasureTransformerRegressor().get_params(deep=False)
+    return {name: value for name, value in params.items() if name in known}
+
+
+def _warn_other_version(metadata):
+    saved = metadata.get("package_version")
+    if saved is not None and _major_minor(saved) != _major_minor(_package_version()):
+        warnings.warn(
+            f"The model file was written by sklearn-measattn {saved}; this is {_package_version()}. Its format "
+            "is read exactly, but the network's code may differ between versions: check its predictions.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+__all__ = ["UnstorableParameterError", "load_model", "save_model"]

@@ -468,11 +468,12 @@ def _train_split(estimator, seed):
     return ValidSplit(estimator.validation_fraction, stratified=False, random_state=seed)
 
 
-def build_net(estimator, n_features_in, n_features_out, device, seed, *, distributed=False):
+def build_net(estimator, n_features_in, n_features_out, device, seed, *, distributed=False, checkpoint=None):
     """The skorch net that trains ``estimator``'s transformer (not yet initialised).
 
     With ``distributed``, on a process group already set up: each process
     trains on its shard of the measures and the gradients are averaged.
+    ``checkpoint`` is a callback that goes last, after every other.
     """
     net = _MeasureNet(
         MeasureTransformer,
@@ -500,7 +501,7 @@ def build_net(estimator, n_features_in, n_features_out, device, seed, *, distrib
         max_epochs=estimator.max_epochs,
         train_split=_train_split(estimator, seed),
         iterator_train__shuffle=estimator.shuffle,
-        callbacks=_callbacks(estimator, distributed),
+        callbacks=_callbacks(estimator, distributed) + ([("checkpoint", checkpoint)] if checkpoint else []),
         device=device,
         verbose=estimator.verbose if not (distributed and torch.distributed.get_rank() != 0) else 0,
     )

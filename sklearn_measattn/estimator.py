@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -12,10 +13,20 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._checkpoint import (
+    CheckpointEveryEpoch,
+    announce_resume,
+    check_checkpoint_dir,
+    checkpoint_path,
+    data_fingerprint,
+    find_checkpoint,
+    remove_stale_writes,
+    resumed_transforms,
+)
 from ._distributed import broadcast_seed, check_same_data, distributed_device
 from ._hidden_similarity import trained_hidden_similarity
 from ._inference import network_inputs, targets_from_network
-from ._persistence import VersionStampMixin
+from ._persistence import VersionStampMixin, estimator_params_as_data
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
     FIXED_BY_FIRST_FIT,
@@ -60,6 +71,7 @@ class _TrainingStart(NamedTuple):
     n_features_in: int
     n_features_out: int
     resumed: bool
+    checkpoint: object = None  # (tensors, metadata) of the checkpoint a fresh fit resumes from
 
 
 class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimator):
@@ -193,6 +205,23 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         The fitted estimator pickles and predicts in a single process.
         :meth:`partial_fit` and ``warm_start`` are refused with it. See
         :ref:`scaling`.
+    checkpoint_dir : str or path-like, default=None
+        A directory (created if missing) where :meth:`fit` writes a
+        checkpoint, ``checkpoint.safetensors``, at the end of every epoch and
+        when training ends: the network, the optimiser's state, the history,
+        the state of every private random stream, the early-stopping state,
+        the fitted transforms, the parameters and a fingerprint of the data.
+        Each write is atomic (a crash while writing leaves the previous
+        checkpoint intact). A fit with the same parameters and data on a
+        directory that holds a checkpoint resumes from its last epoch (and
+        says so on stderr), ending with the model an uninterrupted fit would
+        have; a checkpoint of a finished fit is loaded without training. A
+        checkpoint of other parameters or data is refused with a
+        ``ValueError`` that names the differences. Only ``verbose``,
+        ``callbacks`` and ``device`` may differ on resume (the state of
+        user callbacks, e.g. a learning-rate scheduler, is not saved). In a
+        data-parallel fit the first process writes and every process
+        resumes. Not with :meth:`partial_fit` or a warm-start continuation.
 
     Attributes
     ----------
@@ -258,6 +287,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "score_space": [StrOptions(set(SCORING_SPACES))],
         "warm_start": ["boolean"],
         "distributed": ["boolean"],
+        "checkpoint_dir": [str, HasMethods(["__fspath__"]), None],
     }
 
     def __init__(
@@ -290,6 +320,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         score_space="raw",
         warm_start=False,
         distributed=False,
+        checkpoint_dir=None,
     ):
         self.kernel = kernel
         self.kernel_params = kernel_params
@@ -318,6 +349,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.score_space = score_space
         self.warm_start = warm_start
         self.distributed = distributed
+        self.checkpoint_dir = checkpoint_dir
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -372,6 +404,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         config = self._check_params()
         if self.warm_start and hasattr(self, "net_"):
             self._refuse_distributed_continuation()
+            self._refuse_checkpointed_continuation("a warm start")
             return self._train(self._continued(X, y, config), epochs=None)
         return self._train(self._initialized(X, y, config), epochs=None)
 
@@ -420,6 +453,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         """
         config = self._check_params()
         self._refuse_distributed_continuation()
+        self._refuse_checkpointed_continuation("partial_fit")
         start = self._continued(X, y, config) if hasattr(self, "net_") else self._initialized(X, y, config)
         return self._train(start, epochs=1)
 
@@ -429,6 +463,14 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 "distributed=True trains with fit from scratch; partial_fit and warm_start are not supported "
                 "with it. Fit with warm_start=False, or continue training in a single process with "
                 "distributed=False on a fresh estimator."
+            )
+
+    def _refuse_checkpointed_continuation(self, what):
+        if self.checkpoint_dir is not None:
+            raise ValueError(
+                f"checkpoint_dir={self.checkpoint_dir!r} checkpoints and resumes fit from scratch; {what} "
+                "continues the fitted network in memory instead. Set checkpoint_dir=None for it (or fit with "
+                "warm_start=False to use the checkpoint)."
             )
 
     def _checked_data(self, X, y, *, fitted):
@@ -455,19 +497,50 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         if self.distributed:
             config["device"] = distributed_device(config["device"])
         X, x_weights, y, y_weights = self._checked_data(X, y, fitted=False)
-        transform_X = make_transform(self.transform)
-        transform_y = make_transform(self.transform)
-        X_model = fit_transform_points(transform_X, X, x_weights)
-        y_model = fit_transform_points(transform_y, y, y_weights)
+        fingerprint = resume = None
+        if self.checkpoint_dir is not None:
+            fingerprint = data_fingerprint(X, x_weights, y, y_weights)
+            resume = find_checkpoint(self, fingerprint)
+        if resume is None:
+            transform_X = make_transform(self.transform)
+            transform_y = make_transform(self.transform)
+            X_model = fit_transform_points(transform_X, X, x_weights)
+            y_model = fit_transform_points(transform_y, y, y_weights)
+        else:
+            transform_X, transform_y = resumed_transforms(resume)
+            X_model = transform_points(transform_X, X, "transform")
+            y_model = transform_points(transform_y, y, "transform")
         check_float32_range(X_model, "X", self.transform)
         check_float32_range(y_model, "y", self.transform)
         seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
         if self.distributed:
             check_same_data(X, y)
             seed = broadcast_seed(seed)  # random_state=None draws one seed per process
-        net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed, distributed=self.distributed)
+        checkpoint = None
+        if self.checkpoint_dir is not None:
+            if resume is not None:
+                seed = resume[1]["seed"]  # the resumed fit's streams, whatever random_state=None draws now
+            checkpoint = self._checkpoint_writer(transform_X, transform_y, X.shape[-1], y.shape[-1], fingerprint,
+                                                 resume)
+        net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed, distributed=self.distributed,
+                        checkpoint=checkpoint)
         inputs = as_batch(X_model, x_weights, y_weights)
-        return _TrainingStart(net, transform_X, transform_y, inputs, y_model, X.shape[-1], y.shape[-1], resumed=False)
+        return _TrainingStart(net, transform_X, transform_y, inputs, y_model, X.shape[-1], y.shape[-1],
+                              resumed=False, checkpoint=resume)
+
+    def _checkpoint_writer(self, transform_X, transform_y, n_features_in, n_features_out, fingerprint, resume):
+        """The callback that writes this fit's checkpoint every epoch (and restores ``resume``)."""
+        directory = os.fspath(self.checkpoint_dir)
+        path = checkpoint_path(directory)
+        writes = not (self.distributed and torch.distributed.get_rank() != 0)
+        if writes:
+            os.makedirs(directory, exist_ok=True)
+            remove_stale_writes(directory)
+        if resume is not None and writes:
+            announce_resume(path, resume[1], self.max_epochs)
+        record = {"params": estimator_params_as_data(self), "transform_X": transform_X, "transform_y": transform_y,
+                  "n_features_in": n_features_in, "n_features_out": n_features_out, "data": fingerprint}
+        return CheckpointEveryEpoch(path, record, resume=resume)
 
     def _continued(self, X, y, config):
         """Check the data and parameters against the fitted estimator and continue from its network."""
@@ -497,6 +570,12 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             if start.resumed:
                 update_net(net, self, fitted_params, net.loader_seed)
                 net.partial_fit(start.inputs, targets, epochs=epochs)
+            elif start.checkpoint is not None:
+                net.initialize()
+                dict(net.callbacks_)["checkpoint"].restore(net)
+                if not start.checkpoint[1]["finished"]:
+                    # Zero epochs left still ends training as an uninterrupted fit does (early stopping's best weights).
+                    net.partial_fit(start.inputs, targets, epochs=max(self.max_epochs - len(net.history), 0))
             elif epochs is not None:
                 net.initialize()
                 net.partial_fit(start.inputs, targets, epochs=epochs)
@@ -515,7 +594,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
 
         if self.distributed:  # the fitted net predicts, pickles and scores in a single process
             net.distributed = False
-            net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name != "distributed_training"]
+        # Neither averaging gradients nor writing checkpoints belongs to the fitted model.
+        net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name not in ("distributed_training", "checkpoint")]
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
         self.transform_X_ = start.transform_X
@@ -921,6 +1001,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}.")
         check_callbacks(self.callbacks)
+        if self.checkpoint_dir is not None:
+            check_checkpoint_dir(self.checkpoint_dir)
+            estimator_params_as_data(self)  # a function as kernel or loss cannot be checkpointed
         device = resolve_device(self.device)
         # A backend that cannot run this kernel on this device (sdpa with log,
         # fused on CUDA) fails here, before any training, not at the first batch.

@@ -1,10 +1,16 @@
 """``measattn fit`` and ``measattn predict``: train, save, apply, as the Python API does."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import joblib
 import numpy as np
 import pytest
 
-from sklearn_measattn import MeasureTransformerRegressor
+from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.__main__ import main
 from sklearn_measattn.datasets import load_measures, make_matrix_inverse
 
@@ -42,7 +48,7 @@ def files(tmp_path_factory):
 @pytest.fixture(scope="module")
 def saved(files, small_args):
     folder = files[0]
-    model_path = folder / "model.joblib"
+    model_path = folder / "model.safetensors"
     assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save", str(model_path),
                  "--transform", "symlog", "--quiet", *small_args]) == 0
     return model_path
@@ -63,20 +69,21 @@ def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, sa
     # The same fit in Python (the command line seeds with 0 by default) predicts the same.
     model = MeasureTransformerRegressor(transform="symlog", **small_params).fit(X, y)
     np.testing.assert_allclose(predicted, model.predict(X), rtol=1e-6, atol=1e-9)
-    loaded = joblib.load(saved)
+    loaded = load_model(saved)
     np.testing.assert_array_equal(predicted, loaded.predict(X))
     assert loaded.callbacks is None  # no command-line progress printer inside the saved model
+    assert saved.read_bytes()[:1] != b"\x80"  # not a pickle
     assert loaded.transform == "symlog" and loaded.max_epochs == 2 and len(loaded.history_) == 2
 
 
 def test_fit_prints_progress_per_epoch(files, tmp_path, capsys, small_args):
     folder = files[0]
     assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
-                 str(tmp_path / "m.joblib"), *small_args]) == 0
+                 str(tmp_path / "m.safetensors"), *small_args]) == 0
     captured = capsys.readouterr()
     assert "fit: X.npy: 10 measures of 16 points, 2 features" in captured.err
     assert "epoch 1/2: training loss" in captured.err and "epoch 2/2: training loss" in captured.err
-    assert "trained 2 epochs" in captured.out and str(tmp_path / "m.joblib") in captured.out
+    assert "trained 2 epochs" in captured.out and str(tmp_path / "m.safetensors") in captured.out
 
 
 def test_predict_points_equals_transport(files, saved):
@@ -84,7 +91,7 @@ def test_predict_points_equals_transport(files, saved):
     out = folder / "images.npy"
     assert main(["predict", str(saved), "--data", str(folder / "X.npy"), "--points", str(folder / "Z.npy"),
                  "--out", str(out), "--quiet"]) == 0
-    np.testing.assert_array_equal(np.load(out), joblib.load(saved).transport(X, Z))
+    np.testing.assert_array_equal(np.load(out), load_model(saved).transport(X, Z))
 
 
 def test_ragged_predictions_go_to_npz_one_array_per_measure(files, saved):
@@ -93,7 +100,7 @@ def test_ragged_predictions_go_to_npz_one_array_per_measure(files, saved):
     assert main(["predict", str(saved), "--data", str(folder / "X_ragged.npz"), "--out", str(out), "--quiet"]) == 0
     with np.load(out) as archive:
         assert sorted(archive.files, key=lambda name: int(name.split("_")[1])) == [f"arr_{i}" for i in range(10)]
-    expected = joblib.load(saved).predict(ragged)
+    expected = load_model(saved).predict(ragged)
     for got, want in zip(load_measures(out), expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
@@ -101,31 +108,33 @@ def test_ragged_predictions_go_to_npz_one_array_per_measure(files, saved):
 def test_same_errors_as_the_python_api(files, saved, capsys):
     folder, X, _, _, _ = files
     with pytest.raises(ValueError) as api:
-        joblib.load(saved).predict(np.concatenate([X, X[..., :1]], axis=-1))
+        load_model(saved).predict(np.concatenate([X, X[..., :1]], axis=-1))
     code, err = _exit(["predict", str(saved), "--data", str(folder / "X3.npy"), "--out", str(folder / "o.npy")],
                       capsys)
     assert code == 2 and str(api.value) in err and "--data" in err
     with pytest.raises(ValueError) as api:
         MeasureTransformerRegressor(d_model=8, n_heads=3).fit(X, X)
     code, err = _exit(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
-                       str(folder / "bad.joblib"), "--d-model", "8", "--n-heads", "3"], capsys)
+                       str(folder / "bad.safetensors"), "--d-model", "8", "--n-heads", "3"], capsys)
     assert code == 2 and str(api.value) in err
-    assert not (folder / "bad.joblib").exists()
+    assert not (folder / "bad.safetensors").exists()
 
 
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["fit", "--data", "{X}", "--y", "{y}", "--save", "/no/such/folder/m.joblib"], "does not exist"),
-        (["fit", "--data", "{X}", "--save", "{tmp}/m.joblib"], "--y FILE is required"),
-        (["fit", "--data", "/no/such/X.npy", "--y", "{y}", "--save", "{tmp}/m.joblib"], "No such file"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "/no/such/folder/m.safetensors"], "does not exist"),
+        (["fit", "--data", "{X}", "--save", "{tmp}/m.safetensors"], "--y FILE is required"),
+        (["fit", "--data", "/no/such/X.npy", "--y", "{y}", "--save", "{tmp}/m.safetensors"], "No such file"),
         (["fit", "--data", "{X}", "--y", "{y}"], "the following arguments are required: --save"),
-        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.joblib", "--kernel", "rbf"], "invalid choice: 'rbf'"),
-        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.joblib", "--epochs", "0"], "expected a positive integer"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.safetensors", "--kernel", "rbf"], "invalid choice: 'rbf'"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.safetensors", "--epochs", "0"], "expected a positive integer"),
         (["predict", "{model}", "--data", "{X}", "--out", "{tmp}/p.csv"], "must end in .npy"),
         (["predict", "{model}", "--data", "{X}", "--out", "/no/such/folder/p.npy"], "does not exist"),
         (["predict", "/no/such/model.joblib", "--data", "{X}", "--out", "{tmp}/p.npy"], "no such file"),
-        (["predict", "{X}", "--data", "{X}", "--out", "{tmp}/p.npy"], "could not be loaded"),
+        (["predict", "{X}", "--data", "{X}", "--out", "{tmp}/p.npy"], "is not a sklearn-measattn model file: it is a NumPy"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.joblib"], "saves a safetensors model file"),
+        (["fit", "--data", "{X}", "--y", "{y}", "--save", "{tmp}/m.safetensors", "--checkpoint", "{X}"], "is a file"),
         (["predict", "{model}", "--data", "{ragged}", "--out", "{tmp}/p.npy"], "write it as .npz"),
         (["predict", "{model}", "--data", "{X}", "--points", "{ragged}", "--out", "{tmp}/p.npy"], "write it as .npz"),
         (["predict", "{model}", "--data", "{X}", "--points-key", "Z", "--out", "{tmp}/p.npy"], "apply only with --points"),
@@ -161,3 +170,72 @@ def test_help_lists_fit_and_predict(capsys):
     with pytest.raises(SystemExit):
         main(["predict", "--help"])
     assert "query point" in capsys.readouterr().out
+
+
+class _WritesAMarker:
+    """A pickle payload that, when unpickled, writes a file (what a malicious model file would do)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (_touch, (self.marker,))
+
+
+def _touch(path):
+    with open(path, "w") as handle:
+        handle.write("ran")
+
+
+@pytest.mark.parametrize("name", ["evil.joblib", "evil.safetensors"])
+def test_predict_refuses_a_pickle_without_allow_pickle_and_never_runs_it(name, files, tmp_path, capsys):
+    folder = files[0]
+    marker = tmp_path / "payload_ran"
+    joblib.dump(_WritesAMarker(marker), tmp_path / name)
+    code, err = _exit(["predict", str(tmp_path / name), "--data", str(folder / "X.npy"),
+                       "--out", str(tmp_path / "p.npy")], capsys)
+    assert code == 2 and "is a pickle" in err and "--allow-pickle" in err
+    assert not marker.exists() and not (tmp_path / "p.npy").exists()
+
+
+def test_allow_pickle_loads_a_trusted_joblib_model(files, saved, tmp_path, capsys):
+    folder, X, _, _, _ = files
+    joblib.dump(load_model(saved), tmp_path / "trusted.joblib")
+    out = tmp_path / "p.npy"
+    assert main(["predict", str(tmp_path / "trusted.joblib"), "--allow-pickle", "--data", str(folder / "X.npy"),
+                 "--out", str(out), "--quiet"]) == 0
+    np.testing.assert_array_equal(np.load(out), load_model(saved).predict(X))
+
+
+def _fit_command(folder, save, *extra):
+    return [sys.executable, "-m", "sklearn_measattn", "fit", "--data", str(folder / "X.npy"), "--y",
+            str(folder / "y.npy"), "--save", str(save), "--d-model", "8", "--n-heads", "2", "--n-layers", "1",
+            "--batch-size", "2", "--epochs", "40", "--threads", "1", *extra]
+
+
+@pytest.mark.slow
+def test_fit_killed_with_sigkill_resumes_from_its_checkpoint_to_the_uninterrupted_model(files, tmp_path):
+    folder, X, _, _, _ = files
+    checkpoint = tmp_path / "checkpoint"
+    written = checkpoint / "checkpoint.safetensors"
+    process = subprocess.Popen(_fit_command(folder, tmp_path / "resumed.safetensors", "--checkpoint", str(checkpoint)),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not written.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # a few epochs more, then killed without warning
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL and not (tmp_path / "resumed.safetensors").exists()
+
+    rerun = subprocess.run(_fit_command(folder, tmp_path / "resumed.safetensors", "--checkpoint", str(checkpoint)),
+                           capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "Resumed from" in rerun.stderr and "epochs were done" in rerun.stderr, rerun.stderr
+    uninterrupted = subprocess.run(_fit_command(folder, tmp_path / "straight.safetensors", "--quiet"),
+                                   capture_output=True, text=True, timeout=300)
+    assert uninterrupted.returncode == 0, uninterrupted.stderr
+    resumed, straight = load_model(tmp_path / "resumed.safetensors"), load_model(tmp_path / "straight.safetensors")
+    assert len(resumed.history_) == len(straight.history_) == 40
+    np.testing.assert_allclose(resumed.predict(X), straight.predict(X), rtol=1e-4, atol=1e-4)
+    assert resumed.checkpoint_dir is None  # the saved model does not point at the directory
