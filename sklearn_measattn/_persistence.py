@@ -37,6 +37,23 @@ class UnstorableParameterError(ValueError, TypeError):
 
     Raised by :func:`save_model` and by ``checkpoint_dir``; it is both a
     ``ValueError`` and a ``TypeError``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import torch
+    >>> from sklearn_measattn import MeasureTransformerRegressor, UnstorableParameterError, save_model
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> def my_kernel(scores):
+    ...     return torch.log1p(torch.relu(scores))
+    >>> X, y = make_matrix_inverse(n_samples=4, n_points=8, random_state=0)
+    >>> model = MeasureTransformerRegressor(kernel=my_kernel, d_model=8, n_heads=2, n_layers=1,
+    ...                                     max_epochs=1, random_state=0).fit(X, y)
+    >>> try:
+    ...     save_model(model, os.path.join(tempfile.mkdtemp(), "model.safetensors"))
+    ... except UnstorableParameterError as exc:
+    ...     print(str(exc).startswith("kernel is <function my_kernel"), isinstance(exc, ValueError))
+    True True
     """
 
 

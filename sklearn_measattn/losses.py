@@ -74,6 +74,9 @@ __all__ = [
 # by scikit-learn's ``validate_params`` at every call; :func:`get_loss` checks
 # the parameters it binds against the same table. The clouds and their weights
 # are checked by ``prepare_clouds``.
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
 @validate_params(
     {"beta": [BETA], "reduction": [REDUCTION], "backend": [Choices(ENERGY_BACKENDS)]},
     prefer_skip_nested_validation=True,
@@ -128,7 +131,9 @@ def energy_loss(x, y, x_weights=None, y_weights=None, *, beta=1.0, reduction="me
     -------
     loss : torch.Tensor
         A scalar, or shape ``(B,)`` with ``reduction="none"``. It can be
-        slightly negative (``~ -1e-16`` relative) through rounding.
+        slightly negative (``~ -1e-16`` relative) through rounding. Float16
+        and bfloat16 clouds are compared in float32 (their gradients flow back
+        in their own dtype) and the loss is float32.
 
     Examples
     --------
@@ -140,6 +145,12 @@ def energy_loss(x, y, x_weights=None, y_weights=None, *, beta=1.0, reduction="me
     >>> energy_loss(x, x)
     tensor(0.)
     """
+    if torch.is_tensor(x) and x.dtype in _HALF_DTYPES:
+        # Pairwise distances have no half-precision kernels, and half precision would lose the
+        # small differences of large terms that the energy distance is: computed in float32.
+        x, y, x_weights, y_weights = (
+            t.float() if torch.is_tensor(t) and t.is_floating_point() else t for t in (x, y, x_weights, y_weights)
+        )
     x, y, a, b = prepare_clouds(x, y, x_weights, y_weights)
     return reduce(energy_distance_batch(x, a, y, b, beta, backend=backend), reduction)
 

@@ -149,8 +149,20 @@ def test_energy_backend_is_checked():
         energy_loss(torch.zeros(1, 2, 1), torch.zeros(1, 2, 1), backend="cuda")
     with pytest.raises(ValueError, match="'backend' parameter of energy_loss must be a str among {'auto', 'fused'"):
         get_loss("energy", backend="fast")
-    with pytest.raises(ValueError, match="float32 or float64 tensors on the CPU"):
-        energy_loss(torch.zeros(1, 2, 1, dtype=torch.float16), torch.zeros(1, 2, 1), backend="fused")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("backend", ["auto", "fused", "chunked", "reference"])
+def test_energy_loss_compares_half_precision_clouds_in_float32(dtype, backend):
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 6, 3, generator=generator).to(dtype).requires_grad_()
+    y = torch.randn(2, 5, 3, generator=generator).to(dtype)
+    loss = energy_loss(x, y, backend=backend)
+    assert loss.dtype == torch.float32
+    expected = energy_loss(x.detach().float(), y.float(), backend="reference")
+    torch.testing.assert_close(loss, expected, rtol=1e-5, atol=1e-6)
+    loss.backward()
+    assert x.grad.dtype == dtype and bool(torch.isfinite(x.grad).all())
 
 
 def test_energy_reference_backend_is_twice_differentiable():
