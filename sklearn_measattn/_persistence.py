@@ -359,9 +359,11 @@ _SIGNATURES = (
     (b"\x1f\x8b", "a gzip-compressed file (e.g. a compressed joblib pickle)"),
     (b"x\x9c", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
     (b"x\x01", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
+    (b"x^", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
     (b"x\xda", "a zlib-compressed file (e.g. a compressed joblib pickle)"),
     (b"BZh", "a bz2-compressed file (e.g. a compressed joblib pickle)"),
     (b"\xfd7zXZ", "an xz-compressed file (e.g. a compressed joblib pickle)"),
+    (b"\x04\x22\x4d\x18", "an lz4-compressed file (e.g. a compressed joblib pickle)"),
     (b"\x93NUMPY", "a NumPy .npy array"),
     (b"\x89HDF", "an HDF5 file"),
 )
