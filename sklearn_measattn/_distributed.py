@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from skorch.callbacks import Callback
+from torch.utils.data import DataLoader, DistributedSampler
 
 _LAUNCH_HELP = (
     "distributed=True trains on the process group of a launcher. Start the script with e.g. "
@@ -135,13 +136,28 @@ def agree(ok):
 
 
 def sharded_loader(dataset, kwargs, *, shuffle, seed, epoch):
-    """A ``DataLoader`` over this process's shard of ``dataset`` for ``epoch``."""
-    from torch.utils.data import DataLoader, DistributedSampler
+    """A ``DataLoader`` over this process's shard of ``dataset``.
 
+    ``epoch`` is a function returning the current epoch: skorch builds the
+    loader once per fit, and the shards are reshuffled at each pass from the
+    seed and the epoch it returns then (so a resumed fit shuffles as the
+    uninterrupted one did).
+    """
     kwargs = {key: value for key, value in kwargs.items() if key not in ("shuffle", "generator", "sampler")}
-    sampler = DistributedSampler(dataset, shuffle=shuffle, seed=seed, drop_last=False)
-    sampler.set_epoch(epoch)
+    sampler = _EpochSampler(dataset, epoch, shuffle=shuffle, seed=seed, drop_last=False)
     return DataLoader(dataset, sampler=sampler, **kwargs)
+
+
+class _EpochSampler(DistributedSampler):
+    """``DistributedSampler`` that asks for the epoch at each pass (``set_epoch`` is never called by skorch)."""
+
+    def __init__(self, dataset, epoch, **kwargs):
+        super().__init__(dataset, **kwargs)
+        self.epoch_of = epoch
+
+    def __iter__(self):
+        self.set_epoch(self.epoch_of())
+        return super().__iter__()
 
 
 class DistributedTraining(Callback):

@@ -84,7 +84,7 @@ class _MeasureNet(NeuralNetRegressor):
         kwargs = self.get_params_for("iterator_train")
         kwargs.setdefault("batch_size", self.batch_size)
         return sharded_loader(dataset, kwargs, shuffle=bool(kwargs.get("shuffle", False)), seed=self.loader_seed or 0,
-                              epoch=len(self.history))
+                              epoch=lambda: len(self.history))
 
     def _agree_finite(self, finite, stage):
         """Distributed: stop every process when one of them found a non-finite value."""

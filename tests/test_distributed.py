@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from skorch.callbacks import Callback
 
 from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
@@ -67,6 +68,26 @@ def _cases(rank, out, tiny):
     except ValueError as exc:
         errors["partial_fit"] = ("ValueError", str(exc))
     _save(out, "errors", rank, errors)
+
+    # Both processes stopped at the end of epoch 2 (Ctrl-C), then the same fit again: it resumes.
+    checkpoint_dir = os.path.join(out, "checkpoint")
+    params = {"batch_size": 2, "max_epochs": 4, "dropout": 0.1, "distributed": True, **tiny}
+    try:
+        MeasureTransformerRegressor(**params, checkpoint_dir=checkpoint_dir, callbacks=[_InterruptAtTwo()]).fit(X, y)
+    except KeyboardInterrupt:
+        pass
+    dist.barrier()
+    files = sorted(os.listdir(checkpoint_dir))
+    resumed = MeasureTransformerRegressor(**params, checkpoint_dir=checkpoint_dir).fit(X, y)
+    straight = MeasureTransformerRegressor(**params).fit(X, y)
+    _save(out, "checkpoint", rank, {"files": files, "resumed": resumed.predict(X), "straight": straight.predict(X),
+                                    "epochs": len(resumed.history_)})
+
+
+class _InterruptAtTwo(Callback):
+    def on_epoch_end(self, net, **kwargs):
+        if len(net.history) == 2:
+            raise KeyboardInterrupt
 
 
 def _save(out, case, rank, value):
@@ -154,3 +175,12 @@ def test_distributed_without_a_launcher_says_how_to_launch(monkeypatch, distribu
     monkeypatch.setenv("SLURM_NTASKS", "2")
     with pytest.raises(ValueError, match="MASTER_ADDR and MASTER_PORT"):
         model.fit(X, y)
+
+
+@pytest.mark.slow
+def test_a_checkpointed_distributed_fit_resumes_on_every_process(two_processes):
+    first, second = two_processes("checkpoint")
+    assert first["files"] == second["files"] == ["checkpoint.safetensors"]  # one file, from the first process
+    assert first["epochs"] == second["epochs"] == 4
+    np.testing.assert_array_equal(first["resumed"], second["resumed"])
+    np.testing.assert_allclose(first["resumed"], first["straight"], rtol=1e-6, atol=1e-7)
