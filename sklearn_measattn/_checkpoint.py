@@ -155,7 +155,7 @@ def _random_streams(net, tensors):
         tensors[f"rng.{prefix}"] = generator.get_state()
         streams["loaders"].append(prefix)
     groups = {}
-    for index, module in enumerate(_dropout_modules(net)):
+    for module in _dropout_modules(net):
         if module.generator is None:
             streams["dropout"].append(None)
             continue

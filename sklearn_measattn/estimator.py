@@ -595,7 +595,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         if self.distributed:  # the fitted net predicts, pickles and scores in a single process
             net.distributed = False
         # Neither averaging gradients nor writing checkpoints belongs to the fitted model.
-        net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name not in ("distributed_training", "checkpoint")]
+        internal = ("distributed_training", "checkpoint")
+        net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name not in internal]
+        net.callbacks = [cb for cb in net.callbacks if not (isinstance(cb, tuple) and cb[0] in internal)]
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
         self.transform_X_ = start.transform_X
