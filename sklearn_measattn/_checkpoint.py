@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from skorch.callbacks import Callback
 
+from ._context import ContextSubsample
 from ._persistence import (
     estimator_params_as_data,
     load_network,
@@ -166,6 +167,10 @@ def _random_streams(net, tensors):
     if isinstance(generator, torch.Generator):
         tensors["rng.criterion"] = generator.get_state()
         streams["criterion"] = True
+    collate = getattr(net, "iterator_train__collate_fn", None)
+    streams["context"] = isinstance(collate, ContextSubsample)
+    if streams["context"]:
+        tensors["rng.context"] = collate.generator.get_state()
     return streams
 
 
@@ -188,6 +193,8 @@ def _restore_random_streams(net, streams, tensors):
             module.generator = rebuilt[saved["group"]] = generator
     if streams["criterion"]:
         net.criterion_.params["generator"].set_state(tensors["rng.criterion"])
+    if streams.get("context"):
+        net.iterator_train__collate_fn.generator.set_state(tensors["rng.context"])
 
 
 def _early_stopping(net):

@@ -21,6 +21,7 @@ from skorch.callbacks import Callback, EarlyStopping, ProgressBar
 from skorch.dataset import ValidSplit
 from skorch.utils import to_tensor
 
+from ._context import ContextSubsample
 from ._distributed import DistributedTraining, agree, sharded_loader
 from .losses import MeasureLoss, get_loss
 from .preprocessing import SymlogTransformer
@@ -462,6 +463,17 @@ def _callbacks(estimator, distributed=False):
     return callbacks
 
 
+def _context_loaders(estimator, seed):
+    """Loader settings that subsample each measure to ``context_size`` points (none without it)."""
+    if estimator.context_size is None:
+        return {}
+    paired = estimator.loss == "mse"
+    return {
+        "iterator_train__collate_fn": ContextSubsample(estimator.context_size, seed + 4, paired=paired),
+        "iterator_valid__collate_fn": ContextSubsample(estimator.context_size, seed + 5, paired=paired, fresh=False),
+    }
+
+
 def _train_split(estimator, seed):
     if not estimator.early_stopping:
         return None
@@ -501,6 +513,7 @@ def build_net(estimator, n_features_in, n_features_out, device, seed, *, distrib
         max_epochs=estimator.max_epochs,
         train_split=_train_split(estimator, seed),
         iterator_train__shuffle=estimator.shuffle,
+        **_context_loaders(estimator, seed),
         callbacks=_callbacks(estimator, distributed) + ([("checkpoint", checkpoint)] if checkpoint else []),
         device=device,
         verbose=estimator.verbose if not (distributed and torch.distributed.get_rank() != 0) else 0,
@@ -517,7 +530,7 @@ def build_net(estimator, n_features_in, n_features_out, device, seed, *, distrib
 # (early stopping and progress output included) apply to each continued fit.
 FIXED_BY_FIRST_FIT = (
     "kernel", "kernel_params", "transform", "d_model", "n_heads", "n_layers", "dim_feedforward", "norm",
-    "dropout", "attention_backend", "random_state", "shuffle", "distributed",
+    "dropout", "attention_backend", "random_state", "shuffle", "distributed", "context_size",
 )
 APPLIED_ON_WARM_START = (
     "lr", "weight_decay", "batch_size", "max_epochs", "early_stopping", "validation_fraction", "patience",

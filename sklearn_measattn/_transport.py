@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._context import subsampled_context
 from ._inference import batches, evaluation, inference_batch_size, network_inputs, targets_from_network
 from ._training import check_float32_range, transform_points
 from ._validation import check_measures, check_n_features, is_ragged
@@ -50,6 +51,9 @@ def transport_points(model, X, points, *, batch_size=None):
     See :meth:`sklearn_measattn.MeasureTransformerRegressor.transport`.
     """
     X_model, x_weights, Z_model, lengths, batch_size = check_transport_inputs(model, X, points, batch_size)
+    if model.context_size is not None:
+        # Fixed for a fitted model: the same points give the same images at every call.
+        X_model, x_weights = subsampled_context(X_model, x_weights, model.context_size, seed=model.net_.loader_seed + 3)
     out = []
     with evaluation(model) as module:
         for _, _, (xb, zb, wb) in batches(model, batch_size, X_model, Z_model, x_weights):
