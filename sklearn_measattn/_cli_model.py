@@ -35,6 +35,7 @@ _FIT_PARAMETERS = {
     "kernel": "kernel", "transform": "transform", "epochs": "max_epochs", "d_model": "d_model",
     "n_heads": "n_heads", "n_layers": "n_layers", "dim_feedforward": "dim_feedforward", "lr": "lr",
     "batch_size": "batch_size", "loss": "loss", "seed": "random_state", "device": "device",
+    "context_size": "context_size",
 }
 
 
@@ -100,6 +101,10 @@ def add_fit_parser(sub):
                        help=f"measures per batch (default {defaults['batch_size']})")
     model.add_argument("--loss", choices=tuple(LOSSES), default=None,
                        help=f"training loss (default {defaults['loss']}; mse needs targets paired point by point)")
+    model.add_argument("--context-size", type=_positive_int, default=None, metavar="N",
+                       help="attend to a random subsample of at most N points of each measure (fresh each training "
+                            "step; every point still gets its image), for ensembles of many thousand points "
+                            "(default: the whole measure)")
     model.add_argument("--seed", type=int, default=None, help="seed of the initial weights and shuffling (default 0)")
     model.add_argument("--device", default=None, help="auto, cpu, cuda or cuda:N (default: auto)")
     model.add_argument("--threads", type=_positive_int, default=None, help="torch threads (default: torch's choice)")

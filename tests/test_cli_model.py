@@ -239,3 +239,13 @@ def test_fit_killed_with_sigkill_resumes_from_its_checkpoint_to_the_uninterrupte
     assert len(resumed.history_) == len(straight.history_) == 40
     np.testing.assert_allclose(resumed.predict(X), straight.predict(X), rtol=1e-4, atol=1e-4)
     assert resumed.checkpoint_dir is None  # the saved model does not point at the directory
+
+
+def test_fit_with_a_subsampled_context_equals_the_python_api(files, tmp_path, small_args, small_params):
+    folder, X, y, _, _ = files
+    assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
+                 str(tmp_path / "m.safetensors"), "--context-size", "8", "--quiet", *small_args]) == 0
+    loaded = load_model(tmp_path / "m.safetensors")
+    assert loaded.context_size == 8
+    expected = MeasureTransformerRegressor(**small_params, context_size=8).fit(X, y).predict(X)
+    np.testing.assert_allclose(loaded.predict(X), expected, rtol=1e-6, atol=1e-9)
