@@ -10,6 +10,7 @@ from sklearn.model_selection import train_test_split
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.experiments import (
     LIGHT_TAIL_INDEX,
+    TIE_STANDARD_ERRORS,
     check_output_path,
     compare_kernels,
     compare_kernels_on_data,
@@ -21,6 +22,7 @@ from sklearn_measattn.experiments import (
     format_table,
     recommend,
     summarize,
+    tied_with_best,
     write_csv,
 )
 from sklearn_measattn.metrics import energy_distance, learned_verdict, to_space
@@ -410,6 +412,25 @@ def test_recommendation_names_best_uncollapsed_and_noise():
     assert recommend(summarize([_row(collapsed=True)])).startswith("recommendation: none")
     one_seed = recommend(summarize([_row(kernel="log"), _row(kernel="poly", energy_symlog=0.3)]))
     assert "one seed: no estimate of seed noise" in one_seed and "none collapsed" in one_seed
+
+
+def test_configurations_within_two_standard_errors_of_the_best_are_named_as_tied():
+    seeds = {"softmax": (0.040, 0.046, 0.043), "log": (0.041, 0.050, 0.045), "sigmoid": (0.042, 0.047, 0.045),
+             "poly": (0.0600, 0.0610, 0.0590)}
+    rows = [_row(kernel=kernel, energy_symlog=value) for kernel, values in seeds.items() for value in values]
+    summary = summarize(rows)
+    usable = sorted(summary, key=lambda s: s["energy_symlog_mean"])
+    assert [s["kernel"] for s in tied_with_best(usable)] == ["sigmoid", "log"]
+    line = recommend(summary)
+    assert line.startswith("recommendation: kernel='softmax', transform=None, tied within seed noise with "
+                           "sigmoid/none")
+    assert "log/none" in line and "poly" not in line.split(":")[1] and "over 3 seeds" in line
+    # Far apart with the same noise: a winner, and the margin beyond seed noise.
+    seeds["log"] = (0.080, 0.083, 0.081)
+    seeds["sigmoid"] = (0.090, 0.091, 0.092)
+    apart = recommend(summarize([_row(kernel=k, energy_symlog=v) for k, values in seeds.items() for v in values]))
+    assert "tied" not in apart and "beyond seed noise: 2 standard errors are" in apart
+    assert TIE_STANDARD_ERRORS == 2.0
 
 
 # --------------------------------------------------------------------------- #

@@ -28,7 +28,15 @@ from ._diagnose import (
     format_diagnosis,
 )
 from ._report import check_output_path, format_number, format_table, write_csv
-from ._summary import COMPARISON_NOTES, comparison_table, format_comparison, recommend, summarize
+from ._summary import (
+    COMPARISON_NOTES,
+    TIE_STANDARD_ERRORS,
+    comparison_table,
+    format_comparison,
+    recommend,
+    summarize,
+    tied_with_best,
+)
 from ._tails import LIGHT_TAIL_INDEX, TailIndexEstimate, estimate_tail_index
 
 __all__ = [
@@ -49,6 +57,8 @@ __all__ = [
     "format_comparison",
     "COMPARISON_NOTES",
     "recommend",
+    "tied_with_best",
+    "TIE_STANDARD_ERRORS",
     "format_number",
     "format_table",
     "write_csv",

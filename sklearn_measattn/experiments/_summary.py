@@ -15,7 +15,14 @@ from ..metrics import (
 )
 from ._report import format_number, format_table
 
-__all__ = ["summarize", "comparison_table", "format_comparison", "recommend", "COMPARISON_NOTES"]
+__all__ = [
+    "summarize", "comparison_table", "format_comparison", "recommend", "tied_with_best", "COMPARISON_NOTES",
+    "TIE_STANDARD_ERRORS",
+]
+
+#: Two configurations are tied when their mean held-out energies [symlog] differ by at most this many
+#: standard errors of the difference (see :func:`tied_with_best`).
+TIE_STANDARD_ERRORS = 2.0
 
 _SUMMARY_METRICS = (
     "energy_symlog", "w1_symlog", "energy", "w1", "attention_ess", "spread_ratio_median", "corr_scale",
@@ -224,6 +231,58 @@ def format_comparison(summary, *, title=None, judge=True):
     return format_table(header, body, title=title, notes=COMPARISON_NOTES)
 
 
+def tied_with_best(usable):
+    """The configurations whose held-out energy cannot be told apart from the best's by the seeds run.
+
+    ``usable[0]`` is the best (lowest mean held-out energy [symlog]); another
+    configuration is tied with it when the difference of the two means is at
+    most :data:`TIE_STANDARD_ERRORS` standard errors of that difference,
+    ``sqrt(s_best^2 / n_best + s^2 / n)`` with ``s`` the seed-to-seed standard
+    deviation and ``n`` the seeds that ran. Why this rule: the seeds change
+    the training measures, the initial weights and the batches, and a
+    difference of means smaller than about two of its standard errors is
+    what such draws produce between equally good configurations about one
+    time in twenty; ranking those by the third digit would name a winner that
+    the next set of seeds reverses. With one seed there is no standard error
+    and nothing is called tied.
+
+    Parameters
+    ----------
+    usable : list of dict
+        Rows of :func:`summarize` that learned and did not collapse, best
+        first.
+
+    Returns
+    -------
+    tied : list of dict
+        The rows of ``usable[1:]`` tied with ``usable[0]``, in order.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments import tied_with_best
+    >>> best = {"energy_symlog_mean": 0.043, "energy_symlog_std": 0.002, "n_ok": 3}
+    >>> close = {"energy_symlog_mean": 0.045, "energy_symlog_std": 0.002, "n_ok": 3}
+    >>> far = {"energy_symlog_mean": 0.060, "energy_symlog_std": 0.002, "n_ok": 3}
+    >>> [row["energy_symlog_mean"] for row in tied_with_best([best, close, far])]
+    [0.045]
+    """
+    if not usable:
+        return []
+    best = usable[0]
+    tied = []
+    for row in usable[1:]:
+        error = _difference_standard_error(best, row)
+        if np.isfinite(error) and row["energy_symlog_mean"] - best["energy_symlog_mean"] <= TIE_STANDARD_ERRORS * error:
+            tied.append(row)
+    return tied
+
+
+def _difference_standard_error(a, b):
+    """Standard error of the difference of two configurations' mean held-out energies (nan with one seed)."""
+    parts = [row["energy_symlog_std"] ** 2 / row["n_ok"] for row in (a, b)]
+    return math.sqrt(sum(parts)) if all(np.isfinite(parts)) else math.nan
+
+
 def recommend(summary):
     """One line naming the best kernel and transform, with the evidence for it.
 
@@ -231,10 +290,11 @@ def recommend(summary):
     every seed (held-out energy below the no-model rows, see
     :func:`~sklearn_measattn.metrics.learned_verdict`) and neither collapsed
     nor diverged in any; the best is the one with the lowest mean symlog
-    energy distance. The line says which pairs collapsed or did not learn,
-    whether the margin over the runner-up is larger than the seed-to-seed
-    standard deviation (with one seed there is no noise estimate, and the line
-    says so), and, where an ``oracle`` row exists, how far the best is from the
+    energy distance. The line names the configurations tied with it within
+    seed noise (:func:`tied_with_best`) instead of ranking them by the third
+    digit, or says that the runner-up's margin is beyond seed noise (with one
+    seed there is no noise estimate, and the line says so); it says which
+    pairs collapsed or did not learn, and, where an ``oracle`` row exists, how far the best is from the
     two-sample level. When no pair learned, it says so and what to raise.
 
     Parameters
@@ -284,16 +344,20 @@ def recommend(summary):
     if oracle is not None and oracle["energy_symlog_mean"] > 0:
         evidence += (f"; {format_number(best['energy_symlog_mean'] / oracle['energy_symlog_mean'])} x the "
                      f"oracle's two-sample level {format_number(oracle['energy_symlog_mean'])}")
-    if len(usable) > 1:
+    tied = tied_with_best(usable)
+    if tied:
+        shown = ", ".join(f"{s['kernel']}/{s['transform']} {_mean_std(s['energy_symlog_mean'], s['energy_symlog_std'])}"
+                          for s in tied)
+        name += (f", tied within seed noise with {shown} (means within {TIE_STANDARD_ERRORS:g} standard errors of "
+                 f"their difference over {best['n_ok']} seeds: any of them does as well here)")
+    elif len(usable) > 1:
         runner = usable[1]
         margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]
-        stds = [v for v in (best["energy_symlog_std"], runner["energy_symlog_std"]) if np.isfinite(v)]
-        noise = max(stds) if stds else math.nan
+        error = _difference_standard_error(best, runner)
         evidence += f"; next {runner['kernel']}/{runner['transform']} at {format_number(runner['energy_symlog_mean'])}"
-        if not np.isfinite(noise):
-            evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell)"
-        elif margin <= noise:
-            evidence += f" (margin {format_number(margin)} within seed noise {format_number(noise)}: about as good)"
+        if not np.isfinite(error):
+            evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell ties apart)"
         else:
-            evidence += f" (margin {format_number(margin)} beyond seed noise {format_number(noise)})"
+            evidence += (f" (margin {format_number(margin)} beyond seed noise: {TIE_STANDARD_ERRORS:g} standard "
+                         f"errors are {format_number(TIE_STANDARD_ERRORS * error)})")
     return f"recommendation: {name}: {evidence}{failed_text}."
