@@ -309,7 +309,7 @@ def _first_nonfinite_layer(module, batch, device):
 # Callback names the estimator or skorch already use.
 _RESERVED_CALLBACK_NAMES = (
     "stop_on_non_finite", "early_stopping", "progress_bar", "epoch_timer", "train_loss", "valid_loss",
-    "print_log",
+    "print_log", "lr_schedule", "checkpoint", "distributed_training",
 )
 
 
@@ -433,6 +433,58 @@ class _StopOnNonFinite(Callback):
 
 
 
+class OneCycleSchedule(Callback):
+    """The one-cycle learning rate: a cosine warm-up to ``lr`` over the first 30% of the steps, then a cosine
+    decay to ``lr / 1e4``, set before every training batch.
+
+    The rate follows from the position in the training call (epochs done
+    since ``first_epoch`` out of ``span`` epochs, batches done in this epoch),
+    which the net's history holds: a fit resumed from a checkpoint continues
+    the same curve. The peak is the net's ``lr``. Each ``fit`` is one cycle;
+    a warm start or a ``partial_fit`` call starts a new cycle over its epochs.
+    """
+
+    WARMUP, START_DIVISOR, END_DIVISOR = 0.3, 25.0, 1e4
+
+    def __init__(self):
+        self.first_epoch, self.span = 0, None
+
+    def start(self, first_epoch, span):
+        """Set the epochs the cycle covers, before training starts."""
+        self.first_epoch, self.span = first_epoch, span
+
+    def on_epoch_begin(self, net, dataset_train=None, **kwargs):
+        shards = torch.distributed.get_world_size() if net.distributed else 1
+        per_process = math.ceil(len(dataset_train) / shards)
+        self.batches_per_epoch_ = max(1, math.ceil(per_process / net.batch_size))
+
+    def on_batch_begin(self, net, training=False, **kwargs):
+        if not training:
+            return
+        span = self.span or net.max_epochs
+        epoch = len(net.history) - 1 - self.first_epoch
+        batch = len(net.history[-1]["batches"]) - 1
+        progress = min((epoch + batch / self.batches_per_epoch_) / span, 1.0)
+        for group in net.optimizer_.param_groups:
+            group["lr"] = self.rate(net.lr, progress)
+
+    @classmethod
+    def rate(cls, peak, progress):
+        """The learning rate at ``progress`` (0 to 1) of a cycle that peaks at ``peak``."""
+        if progress < cls.WARMUP:
+            start, end, t = peak / cls.START_DIVISOR, peak, progress / cls.WARMUP
+        else:
+            start, end, t = peak, peak / cls.END_DIVISOR, (progress - cls.WARMUP) / (1 - cls.WARMUP)
+        return start + (end - start) * (1 - math.cos(math.pi * t)) / 2
+
+
+def schedule_epochs(net, first_epoch, span):
+    """Tell the net's learning-rate schedule (if any) which epochs this training call covers."""
+    for entry in net.callbacks or []:
+        if isinstance(entry, tuple) and entry[0] == "lr_schedule":
+            entry[1].start(first_epoch, span)
+
+
 def _criterion_params(estimator, seed):
     """The loss's keyword arguments, with a private generator for sliced projections."""
     loss_params = dict(estimator.loss_params or {})
@@ -451,6 +503,8 @@ def _callbacks(estimator, distributed=False):
     """
     callbacks = [("distributed_training", DistributedTraining())] if distributed else []
     callbacks.append(("stop_on_non_finite", _StopOnNonFinite()))
+    if estimator.lr_schedule == "onecycle":
+        callbacks.append(("lr_schedule", OneCycleSchedule()))
     # User callbacks run before early stopping so they also see the last epoch.
     for index, callback in enumerate(estimator.callbacks or []):
         callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))
@@ -534,7 +588,7 @@ FIXED_BY_FIRST_FIT = (
 )
 APPLIED_ON_WARM_START = (
     "lr", "weight_decay", "batch_size", "max_epochs", "early_stopping", "validation_fraction", "patience",
-    "callbacks", "verbose", "loss", "loss_params",
+    "callbacks", "verbose", "loss", "loss_params", "lr_schedule",
 )
 
 
@@ -595,7 +649,7 @@ def update_net(net, estimator, before, seed):
         for key, value in _criterion_params(estimator, seed).items():
             setattr(net, f"criterion__{key}", value)
         net.initialize_criterion()
-    if changed & {"callbacks", "early_stopping", "patience", "validation_fraction", "verbose"}:
+    if changed & {"callbacks", "early_stopping", "patience", "validation_fraction", "verbose", "lr_schedule"}:
         net.callbacks = _callbacks(estimator)
         net.train_split = _train_split(estimator, seed)
         net.initialize_callbacks()

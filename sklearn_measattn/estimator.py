@@ -44,6 +44,7 @@ from ._training import (
     probe_loss,
     resolve_device,
     same_params,
+    schedule_epochs,
     transform_points,
     update_net,
 )
@@ -126,7 +127,16 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
     loss_params : dict, default=None
         Keyword parameters of the loss, e.g. ``{"n_projections": 32}``.
     lr : float, default=1e-3
-        Learning rate of AdamW.
+        Learning rate of AdamW (its peak with ``lr_schedule="onecycle"``).
+    lr_schedule : {"constant", "onecycle"}, default="constant"
+        ``"constant"`` trains at ``lr`` throughout; ``"onecycle"`` warms up
+        from ``lr / 25`` to ``lr`` over the first 30% of the training steps
+        and then decays to ``lr / 1e4`` (cosine curves, set before every
+        batch), which reaches a given loss in fewer epochs (measured in the
+        repository's ``benchmarks/RESULTS.md``). Each :meth:`fit` is one cycle over
+        ``max_epochs``; a warm start or a :meth:`partial_fit` call runs a
+        new cycle over its own epochs; a fit resumed from a checkpoint
+        continues its cycle.
     weight_decay : float, default=0.0
         AdamW weight decay.
     batch_size : int, default=32
@@ -177,7 +187,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         optimizer state, fitted transforms and history) instead of starting
         afresh; :meth:`partial_fit` always continues, one epoch at a time. A
         continued fit trains with the parameters the estimator shows: ``lr``,
-        ``weight_decay``, ``batch_size``, ``max_epochs``, ``loss``,
+        ``lr_schedule``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``loss``,
         ``loss_params``, ``callbacks``, ``verbose``, ``early_stopping``,
         ``validation_fraction`` and ``patience`` changed by ``set_params``
         since the last fit apply to it (the optimizer keeps its state under
@@ -185,7 +195,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         first fit: a change of ``kernel``, ``kernel_params``, ``transform``,
         ``d_model``, ``n_heads``, ``n_layers``, ``dim_feedforward``, ``norm``,
         ``dropout``, ``attention_backend``, ``random_state``, ``shuffle``,
-        ``distributed`` or ``device`` raises ``ValueError`` before any
+        ``distributed``, ``context_size`` or ``device`` raises ``ValueError`` before any
         training (set it back, or fit afresh with ``warm_start=False``). The
         data must have the fitted numbers of features.
     distributed : bool, default=False
@@ -292,6 +302,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "loss": [str, callable],
         "loss_params": [dict, None],
         "lr": [NumberInterval(Real, 0, None, closed="neither")],
+        "lr_schedule": [StrOptions({"constant", "onecycle"})],
         "weight_decay": [NumberInterval(Real, 0, None, closed="left")],
         "batch_size": [_POSITIVE_INT],
         "max_epochs": [_POSITIVE_INT],
@@ -326,6 +337,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         loss="energy",
         loss_params=None,
         lr=1e-3,
+        lr_schedule="constant",
         weight_decay=0.0,
         batch_size=32,
         max_epochs=100,
@@ -356,6 +368,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.loss = loss
         self.loss_params = loss_params
         self.lr = lr
+        self.lr_schedule = lr_schedule
         self.weight_decay = weight_decay
         self.batch_size = batch_size
         self.max_epochs = max_epochs
@@ -592,6 +605,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         try:
             if start.resumed:
                 update_net(net, self, fitted_params, net.loader_seed)
+                schedule_epochs(net, len(net.history), epochs or self.max_epochs)
                 net.partial_fit(start.inputs, targets, epochs=epochs)
             elif start.checkpoint is not None:
                 net.initialize()
@@ -600,6 +614,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                     # Zero epochs left still ends training as an uninterrupted fit does (early stopping's best weights).
                     net.partial_fit(start.inputs, targets, epochs=max(self.max_epochs - len(net.history), 0))
             elif epochs is not None:
+                schedule_epochs(net, 0, epochs)
                 net.initialize()
                 net.partial_fit(start.inputs, targets, epochs=epochs)
             else:
@@ -656,7 +671,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 f"Cannot continue training the fitted network: {shown} changed since it was fitted. "
                 "A warm start or partial_fit keeps the network, its attention kernel, the fitted "
                 "transforms, the device and the random streams of the first fit, and applies only "
-                "lr, weight_decay, batch_size, max_epochs, loss, loss_params, callbacks, verbose and "
+                "lr, lr_schedule, weight_decay, batch_size, max_epochs, loss, loss_params, callbacks, verbose and "
                 "the early-stopping settings. Set these back, or fit afresh with warm_start=False."
             )
 
