@@ -58,9 +58,9 @@ def _assert_same_fit(resumed, straight, X):
         {},
         {"early_stopping": True, "validation_fraction": 0.25, "patience": 2, "max_epochs": 8, "loss": "energy"},
         {"transform": "symlog", "kernel": "poly", "kernel_params": {"degree": "learn"}, "random_state": None},
-        {"context_size": 6},
+        {"context_size": 6, "lr_schedule": "onecycle"},
     ],
-    ids=["shuffle-dropout-sliced", "early-stopping", "symlog-learnt-degree-unseeded", "subsampled-context"],
+    ids=["shuffle-dropout-sliced", "early-stopping", "symlog-learnt-degree-unseeded", "subsampled-context-onecycle"],
 )
 def test_an_interrupted_fit_resumes_to_the_uninterrupted_model(changes, heavy, tmp_path, capsys):
     X, y = heavy
