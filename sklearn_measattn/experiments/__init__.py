@@ -15,6 +15,11 @@ The study engine behind the ``measattn`` command line and the scripts in
   (``measattn compare --data``) on your own measures with held-out measures,
   and :func:`summarize`, :func:`format_comparison` and :func:`recommend` turn
   the per-fit rows into a table and a recommendation;
+- :func:`phase_diagram` fits every cell of tail index x kernel growth x
+  transform on the benchmarks, :func:`phase_cells` combines its seeds,
+  :func:`phase_agreement` sets measured collapse against each kernel's
+  threshold (:func:`kernel_threshold`) and :class:`PhaseDiagramDisplay`
+  draws it;
 - :func:`format_number`, :func:`format_table` and :func:`write_csv` are the one
   number format, table layout and CSV writer of every report.
 """
@@ -27,6 +32,16 @@ from ._diagnose import (
     diagnose_measures,
     format_diagnosis,
 )
+from ._phase import (
+    PHASE_FIELDS,
+    PHASE_KERNELS,
+    kernel_threshold,
+    phase_agreement,
+    phase_cells,
+    phase_diagram,
+    phase_key,
+)
+from ._phase_display import PhaseDiagramDisplay
 from ._report import check_output_path, format_number, format_table, write_csv
 from ._summary import (
     COMPARISON_NOTES,
@@ -59,6 +74,14 @@ __all__ = [
     "recommend",
     "tied_with_best",
     "TIE_STANDARD_ERRORS",
+    "phase_diagram",
+    "phase_key",
+    "phase_cells",
+    "phase_agreement",
+    "kernel_threshold",
+    "PhaseDiagramDisplay",
+    "PHASE_KERNELS",
+    "PHASE_FIELDS",
     "format_number",
     "format_table",
     "write_csv",

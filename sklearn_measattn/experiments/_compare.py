@@ -95,13 +95,14 @@ def _take(X, indices):
     return [X[i] for i in indices]
 
 
-def _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads):
+def _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads, inspect=None):
     """Train one model on ``train = (X, y)``, score it on ``test``; return ``(row, example or None)``."""
     with torch_threads(n_threads):
-        return _fit_and_score_inner(dict(row), train, test, kernel, transform, seed, model_params, keep_example)
+        return _fit_and_score_inner(dict(row), train, test, kernel, transform, seed, model_params, keep_example,
+                                    inspect)
 
 
-def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params, keep_example):
+def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params, keep_example, inspect=None):
     row.update(kernel=kernel, transform=_transform_name(transform), seed=seed,
                epochs=model_params["max_epochs"], d_model=model_params["d_model"])
     model = MeasureTransformerRegressor(
@@ -119,6 +120,8 @@ def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params
     X_test, y_true = test
     y_pred = model.predict(X_test)
     _score(row, model, X_test, y_true, y_pred, seed)
+    if inspect is not None:
+        row.update(inspect(model, X_test))
     row["fit_time"] = fit_time
     example = {"X": X_test[0], "y": y_true[0], "y_pred": y_pred[0]} if keep_example else None
     return row, example
@@ -195,10 +198,11 @@ def _benchmark_data(task, data_params, n_test, seed):
     return row, train, test
 
 
-def _benchmark_fit(task, data_params, n_test, kernel, transform, seed, model_params, keep_example, n_threads):
+def _benchmark_fit(task, data_params, n_test, kernel, transform, seed, model_params, keep_example, n_threads,
+                   inspect=None):
     row, train, test = _benchmark_data(task, data_params, n_test, seed)
     return _fit_and_score(row, (train.data, train.target), (test.data, test.target), kernel, transform, seed,
-                          model_params, keep_example, n_threads)
+                          model_params, keep_example, n_threads, inspect)
 
 
 def _benchmark_references(task, data_params, n_test, seed):
@@ -226,12 +230,14 @@ def _split_references(name, X, y, test_size, seed):
 
 
 def _model_params(kernels, transforms, *, epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size,
-                  device):
+                  device, kernel_params=None, lr_schedule="constant"):
     """The estimator's parameters, checked (kernel names included) before any fit."""
     model_params = {
         "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers, "dim_feedforward": dim_feedforward,
-        "lr": lr, "batch_size": batch_size, "max_epochs": epochs, "device": device,
+        "lr": lr, "lr_schedule": lr_schedule, "batch_size": batch_size, "max_epochs": epochs, "device": device,
     }
+    if kernel_params is not None:
+        model_params["kernel_params"] = kernel_params
     for kernel in kernels:
         for transform in transforms:
             MeasureTransformerRegressor(
@@ -302,12 +308,16 @@ def compare_kernels(
     n_layers=2,
     dim_feedforward=64,
     lr=1e-3,
+    lr_schedule="constant",
     batch_size=16,
     device="auto",
     n_jobs=1,
     torch_threads=None,
     progress=None,
     return_examples=False,
+    kernel_params=None,
+    benchmark_params=None,
+    inspect=None,
 ):
     """Train one :class:`~sklearn_measattn.MeasureTransformerRegressor` per kernel, transform and seed on a benchmark.
 
@@ -353,7 +363,7 @@ def compare_kernels(
         Training epochs (no early stopping).
     seeds : sequence of int, default=(0,)
         One run per seed.
-    d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device
+    d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device
         Passed to the estimator.
     n_jobs : int, default=1
         joblib workers over fits.
@@ -370,12 +380,23 @@ def compare_kernels(
         Also return, for the first seed, the first held-out measure, its target
         and each model's prediction: ``{(kernel, transform): {"X", "y",
         "y_pred"}}``.
+    kernel_params : dict or None, default=None
+        Passed to the estimator with every kernel (e.g. ``{"degree": 2}`` with
+        ``kernels=["poly"]``).
+    benchmark_params : dict or None, default=None
+        Further arguments of the benchmark's generator (``scale_range`` of the
+        sheared swap, ``condition`` of the matrix inverse, ...), for training
+        and held-out measures alike.
+    inspect : callable or None, default=None
+        ``inspect(model, X_test)`` returns a dict of extra columns for each
+        fit's row, computed on the fitted model and the held-out input
+        measures (a module-level function when ``n_jobs > 1``).
 
     Returns
     -------
     rows : list of dict
         One row per fit, then the reference rows of each seed; keys
-        :data:`ROW_FIELDS`.
+        :data:`ROW_FIELDS` (and the keys ``inspect`` returns, on the fits).
     examples : dict
         Only with ``return_examples=True``.
 
@@ -390,16 +411,25 @@ def compare_kernels(
     if int(n_test) < 3:
         raise ValueError(f"n_test must be >= 3 (the across-sample correlation ranks measures), got {n_test}.")
     data_params = {"n_samples": n_samples, "n_points": n_points, "tail": tail, "tail_index": tail_index}
+    if benchmark_params is not None:
+        if not isinstance(benchmark_params, dict) or set(benchmark_params) & set(data_params):
+            raise ValueError(
+                f"benchmark_params must be a dict of further generator arguments (not {sorted(data_params)}, "
+                f"which are parameters of their own), got {benchmark_params!r}."
+            )
+        data_params.update(benchmark_params)
+    if inspect is not None and not callable(inspect):
+        raise ValueError(f"inspect must be a callable inspect(model, X_test) -> dict or None, got {inspect!r}.")
     # Validate data parameters once, cheaply, before launching any fit.
     load_benchmark(task, **dict(data_params, n_samples=1, n_points=2), random_state=0)
     model_params = _model_params(kernels, transforms, epochs=epochs, d_model=d_model, n_heads=n_heads,
                                  n_layers=n_layers, dim_feedforward=dim_feedforward, lr=lr, batch_size=batch_size,
-                                 device=device)
+                                 device=device, kernel_params=kernel_params, lr_schedule=lr_schedule)
     seeds = list(seeds)
     n_threads = torch_threads if torch_threads is not None else 1
     calls = [
         delayed(_benchmark_fit)(task, data_params, n_test, kernel, transform, seed, model_params,
-                                return_examples and seed == seeds[0], n_threads)
+                                return_examples and seed == seeds[0], n_threads, inspect)
         for seed in seeds for kernel in kernels for transform in transforms
     ]
     references = [(_benchmark_references, (task, data_params, n_test, seed)) for seed in seeds]
@@ -421,6 +451,7 @@ def compare_kernels_on_data(
     n_layers=2,
     dim_feedforward=64,
     lr=1e-3,
+    lr_schedule="constant",
     batch_size=16,
     device="auto",
     n_jobs=1,
@@ -454,8 +485,8 @@ def compare_kernels_on_data(
         measures are held out and at least 2 are left for training.
     name : str, default="data"
         Written in the ``task`` column of the rows and in progress lines.
-    epochs, seeds, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device, n_jobs, torch_threads, \
-progress, return_examples
+    epochs, seeds, d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device, n_jobs, \
+torch_threads, progress, return_examples
         As in :func:`compare_kernels`.
 
     Returns
@@ -509,7 +540,7 @@ progress, return_examples
         )
     model_params = _model_params(kernels, transforms, epochs=epochs, d_model=d_model, n_heads=n_heads,
                                  n_layers=n_layers, dim_feedforward=dim_feedforward, lr=lr, batch_size=batch_size,
-                                 device=device)
+                                 device=device, lr_schedule=lr_schedule)
     seeds = list(seeds)
     n_threads = torch_threads if torch_threads is not None else 1
     calls = [

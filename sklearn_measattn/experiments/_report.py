@@ -171,7 +171,7 @@ def check_output_path(path, *, what="output file"):
     return path
 
 
-def write_csv(path, rows, fields=None):
+def write_csv(path, rows, fields=None, *, append=False):
     """Write dictionaries as CSV rows, one per dict.
 
     Parameters
@@ -185,6 +185,10 @@ def write_csv(path, rows, fields=None):
     fields : sequence of str, default=None
         Columns, in order. ``None``: the keys of the rows, in order of first
         appearance.
+    append : bool, default=False
+        Add the rows at the end of ``path`` instead of overwriting it; the
+        header is written only when the file is new or empty (so a study can
+        write each row as soon as it has it, and resume from the file).
 
     Returns
     -------
@@ -201,13 +205,21 @@ def write_csv(path, rows, fields=None):
     >>> with open(path) as handle:
     ...     [dict(row) for row in csv.DictReader(handle)]
     [{'kernel': 'log', 'ess': '0.85'}, {'kernel': 'softmax', 'ess': ''}]
+    >>> write_csv(path, [{"kernel": "poly", "ess": 0.5}], ["kernel", "ess"], append=True)
+    1
+    >>> with open(path) as handle:
+    ...     [row["kernel"] for row in csv.DictReader(handle)]
+    ['log', 'softmax', 'poly']
     """
     rows = list(rows)
     if fields is None:
         fields = list(dict.fromkeys(key for row in rows for key in row))
-    with open(os.fspath(path), "w", newline="") as handle:
+    path = os.fspath(path)
+    header = not append or not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a" if append else "w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(fields), extrasaction="ignore")
-        writer.writeheader()
+        if header:
+            writer.writeheader()
         for row in rows:
             writer.writerow({key: _csv_cell(value) for key, value in row.items()})
     return len(rows)
