@@ -128,7 +128,7 @@ def _available_cores():
 
 
 def _compare_settings(config, args, n_fits):
-    keys = ("epochs", "seeds", "d_model", "n_heads", "n_layers", "dim_feedforward", "lr", "batch_size")
+    keys = ("epochs", "seeds", "d_model", "n_heads", "n_layers", "dim_feedforward", "lr", "lr_schedule", "batch_size")
     settings = {key: config[key] for key in keys}
     n_jobs = args.n_jobs if args.n_jobs is not None else max(1, min(_available_cores(), n_fits))
     settings.update(device=args.device, n_jobs=n_jobs, torch_threads=args.threads,
