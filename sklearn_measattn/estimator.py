@@ -25,7 +25,7 @@ from ._checkpoint import (
 )
 from ._distributed import broadcast_seed, check_same_data, distributed_device
 from ._hidden_similarity import trained_hidden_similarity
-from ._inference import network_inputs, targets_from_network
+from ._inference import batches, evaluation, network_inputs, targets_from_network
 from ._persistence import VersionStampMixin, estimator_params_as_data
 from ._trained_attention import trained_attention_ess, trained_attention_weights
 from ._training import (
@@ -758,8 +758,12 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         largest_measure = X.shape[1] if x_weights is None else int((x_weights > 0).sum(axis=1).max())
         if self.context_size is not None and largest_measure > self.context_size:
             return transport_points(self, measures, measures)  # every point a query against a subsampled context
-        with torch.no_grad():
-            y_model = self.net_.predict(as_batch(X_model, x_weights, None)).astype(np.float64)
+        # The module itself, batch by batch: the net's evaluation loader may subsample (context_size in training).
+        with evaluation(self) as module:
+            y_model = np.concatenate([
+                module(xb, wb).cpu().numpy().astype(np.float64)
+                for _, _, (xb, wb) in batches(self, self.batch_size, X_model, x_weights)
+            ])
         y_pred = targets_from_network(self, y_model, float(np.max(np.abs(X_model))))
         if ragged:
             lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)

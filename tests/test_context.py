@@ -111,3 +111,11 @@ def test_ragged_and_weighted_measures_keep_working(large):
 def test_bad_context_size_is_refused_before_training(bad, large):
     with pytest.raises(InvalidParameterError, match="context_size"):
         _model(context_size=bad).fit(*large)
+
+
+def test_a_model_trained_on_subsamples_predicts_on_whole_measures_without_context_size(large):
+    X, y = large
+    model = _model(context_size=24).fit(X, y)
+    whole = model.set_params(context_size=None).predict(X)
+    assert whole.shape == y.shape  # the training loaders' subsampling does not reach predict
+    np.testing.assert_allclose(whole, model.transport(X, X), rtol=1e-5, atol=1e-6)
