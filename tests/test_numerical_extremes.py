@@ -187,7 +187,8 @@ def test_predict_non_finite_output_raises(heavy, monkeypatch, seeded_tiny_params
     """If the net ever outputs NaN, predict raises instead of returning it."""
     X, y = heavy
     model = MeasureTransformerRegressor(**seeded_tiny_params).fit(X, y)
-    monkeypatch.setattr(type(model.net_), "predict", lambda self, X: np.full((8, 12, 2), np.nan, np.float32))
+    monkeypatch.setattr(model.net_.module_, "forward",
+                        lambda X, weights=None: torch.full((*X.shape[:2], 2), float("nan")))
     with pytest.raises(FloatingPointError, match=r"non-finite predictions.*symlog"):
         model.predict(X)
 
