@@ -16,7 +16,11 @@ from ._inference import batches, evaluation, inference_batch_size, network_input
 from ._training import check_float32_range, transform_points
 from ._validation import check_measures, check_n_features, is_ragged
 
-__all__ = ["check_transport_inputs", "transport_points"]
+__all__ = ["check_transport_inputs", "transport_points", "QUERY_POINTS_PER_PASS"]
+
+#: Without a ``batch_size``, a forward pass holds at most the fitted ``batch_size`` measures and about this many
+#: query points (at least one measure).
+QUERY_POINTS_PER_PASS = 2**18
 
 
 def check_transport_inputs(model, X, points, batch_size=None):
@@ -36,6 +40,9 @@ def check_transport_inputs(model, X, points, batch_size=None):
             "same points through every measure, repeat them: np.broadcast_to(Z, (len(X), *Z.shape))."
         )
     check_n_features(Z, model.n_features_in_, input_name="points")
+    if batch_size is None:
+        # Measures of many query points: fewer per pass, so that memory stays bounded (the images do not change).
+        batch_size = max(1, min(model.batch_size, QUERY_POINTS_PER_PASS // max(Z.shape[1], 1)))
     batch_size = inference_batch_size(model, batch_size)
     Z_model = transform_points(model.transform_X_, Z, "transform")
     check_float32_range(Z_model, "points", model.transform)

@@ -794,7 +794,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             ``(n_queries_i, n_features_in)`` arrays gives each measure its own
             number of query points.
         batch_size : int, default=None
-            Measures per forward pass (default: the fitted ``batch_size``).
+            Measures per forward pass (default: the fitted ``batch_size``,
+            fewer when the measures have many query points, so that a pass
+            holds about 262144 of them; the images do not depend on it).
 
         Returns
         -------

@@ -119,3 +119,24 @@ def test_a_model_trained_on_subsamples_predicts_on_whole_measures_without_contex
     whole = model.set_params(context_size=None).predict(X)
     assert whole.shape == y.shape  # the training loaders' subsampling does not reach predict
     np.testing.assert_allclose(whole, model.transport(X, X), rtol=1e-5, atol=1e-6)
+
+
+def test_measures_with_many_query_points_go_through_in_fewer_per_pass(large, monkeypatch):
+    import sklearn_measattn._transport as transport
+
+    X, y = large
+    model = _model(context_size=24).fit(X, y)
+    expected = model.predict(X)
+    seen = []
+    real_batches = transport.batches
+
+    def recording(model, batch_size, *arrays):
+        seen.append(batch_size)
+        return real_batches(model, batch_size, *arrays)
+
+    monkeypatch.setattr(transport, "QUERY_POINTS_PER_PASS", 200)  # 2 measures of 96 points per pass
+    monkeypatch.setattr(transport, "batches", recording)
+    np.testing.assert_array_equal(model.predict(X), expected)
+    assert seen == [2]
+    np.testing.assert_array_equal(model.transport(X, X, batch_size=10), expected)
+    assert seen == [2, 10]  # an explicit batch_size is kept
