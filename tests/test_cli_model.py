@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import joblib
 import numpy as np
@@ -219,14 +218,15 @@ def test_fit_killed_with_sigkill_resumes_from_its_checkpoint_to_the_uninterrupte
     checkpoint = tmp_path / "checkpoint"
     written = checkpoint / "checkpoint.safetensors"
     process = subprocess.Popen(_fit_command(folder, tmp_path / "resumed.safetensors", "--checkpoint", str(checkpoint)),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not written.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)  # a few epochs more, then killed without warning
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:  # one progress line per epoch: killed without warning after the fifth
+        if line.startswith("epoch 5/"):
+            os.kill(process.pid, signal.SIGKILL)
+            break
+    process.wait(timeout=120)
+    process.stderr.close()
     assert process.returncode == -signal.SIGKILL and not (tmp_path / "resumed.safetensors").exists()
+    assert written.exists()
 
     rerun = subprocess.run(_fit_command(folder, tmp_path / "resumed.safetensors", "--checkpoint", str(checkpoint)),
                            capture_output=True, text=True, timeout=300)
