@@ -17,8 +17,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -29,18 +30,13 @@ from sklearn_measattn.datasets import load_benchmark
 from sklearn_measattn.metrics import LEARNED_MARGIN, energy_distance, to_space
 from sklearn_measattn.preprocessing import SymlogTransformer
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attention_speed import cpu_description  # noqa: E402
+
 SCHEDULES = {  # name: (lr_schedule, lr, epochs)
     "constant 2e-3, 30 epochs (before)": ("constant", 2e-3, 30),
     "onecycle 4e-3, 16 epochs (after)": ("onecycle", 4e-3, 16),
 }
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as handle:
-            return next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown CPU"
 
 
 def symlog_energy(y_true, y_pred):
@@ -82,7 +78,7 @@ def main(argv=None):
     pool = y.reshape(-1, 2)
     pooled = np.stack([pool[np.random.default_rng(i).choice(len(pool), 128, replace=False)] for i in range(64)])
     threshold = LEARNED_MARGIN * min(symlog_energy(y_test, pooled), symlog_energy(y_test, X_test))
-    print(f"CPU: {cpu_model()}; 1 torch thread; kernel={args.kernel!r}, symlog, seed {args.seed}; "
+    print(f"CPU: {cpu_description()['model']}; 1 torch thread; kernel={args.kernel!r}, symlog, seed {args.seed}; "
           f"learned when held-out energy [symlog] < {threshold:.4f} ({LEARNED_MARGIN:g} x the best no-model row)")
     curves = {}
     for name, (schedule, lr, epochs) in SCHEDULES.items():

@@ -25,25 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from attention_speed import cpu_description  # noqa: E402
+
 N_FEATURES = 3
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _child(task):
@@ -169,7 +161,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.child is not None:
         return _child(json.loads(args.child))
-    print(f"CPU: {cpu_model()}; torch threads {args.threads}")
+    print(f"CPU: {cpu_description()['model']}; torch threads {args.threads}")
     if args.only in (None, "scale"):
         scale(args.sizes, args.threads, args.timeout)
     if args.only in (None, "quality"):

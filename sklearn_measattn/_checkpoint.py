@@ -23,6 +23,7 @@ from skorch.callbacks import Callback
 
 from ._context import ContextSubsample
 from ._persistence import (
+    CHECKPOINT_FORMAT,
     estimator_params_as_data,
     load_network,
     network_state,
@@ -32,7 +33,6 @@ from ._persistence import (
 )
 from .transformer import _Dropout
 
-CHECKPOINT_FORMAT = "sklearn-measattn-checkpoint"
 CHECKPOINT_FILE = "checkpoint.safetensors"
 # What a resumed fit may change: how it reports, where it runs, where it checkpoints.
 _FREE_TO_CHANGE = ("verbose", "callbacks", "checkpoint_dir", "device")

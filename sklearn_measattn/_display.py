@@ -15,12 +15,13 @@ _KINDS = ("side_by_side", "overlay")
 _SCALES = ("linear", "symlog")
 
 
-def _import_pyplot():
+def import_pyplot(what="MeasureDisplay"):
+    """``matplotlib.pyplot``, or an ImportError saying that ``what`` needs it and how to install it."""
     try:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - exercised where matplotlib is missing
         raise ImportError(
-            "MeasureDisplay needs matplotlib: pip install matplotlib (or pip install 'sklearn-measattn[plot]')."
+            f"{what} needs matplotlib: pip install matplotlib (or pip install 'sklearn-measattn[plot]')."
         ) from exc
     return plt
 
@@ -153,7 +154,7 @@ class MeasureDisplay:
         display : MeasureDisplay
             The display, with ``figure_`` and ``axes_`` set.
         """
-        plt = _import_pyplot()
+        plt = import_pyplot()
         if kind not in _KINDS:
             raise ValueError(f"kind must be one of {', '.join(map(repr, _KINDS))}, got {kind!r}.")
         if scale not in _SCALES:

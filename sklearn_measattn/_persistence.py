@@ -25,6 +25,8 @@ _VERSION_KEY = "_sklearn_measattn_version"
 
 #: What ``save_model`` writes in the file's metadata, under ``_METADATA_KEY``.
 FORMAT_NAME = "sklearn-measattn-model"
+#: What a checkpoint (``checkpoint_dir``) writes there instead: the same layout with the training state.
+CHECKPOINT_FORMAT = "sklearn-measattn-checkpoint"
 #: The version of that layout; a file with a higher one was written by a newer release.
 FORMAT_VERSION = 1
 _METADATA_KEY = "sklearn_measattn"
@@ -439,7 +441,7 @@ def read_state(path, *, expected=FORMAT_NAME):
         raise _not_a_model(path, "its sklearn-measattn metadata is not valid JSON") from None
     kind = metadata.get("format") if isinstance(metadata, dict) else None
     if kind != expected:
-        names = {FORMAT_NAME: "a model file", "sklearn-measattn-checkpoint": "a training checkpoint"}
+        names = {FORMAT_NAME: "a model file", CHECKPOINT_FORMAT: "a training checkpoint"}
         raise _not_a_model(path, f"it is {names.get(kind, repr(kind))}, where {names.get(expected, expected)} "
                                  "was expected")
     version = metadata.get("format_version")

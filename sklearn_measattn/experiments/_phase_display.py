@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from .._display import import_pyplot
 from ..metrics import LEARNED_MARGIN
 from ._phase import PHASE_KERNELS, kernel_threshold, phase_cells
 from ._report import format_number
@@ -13,16 +14,6 @@ from ._report import format_number
 __all__ = ["PhaseDiagramDisplay"]
 
 _FACES = ("collapse", "learned")
-
-
-def _import_pyplot():
-    try:
-        import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - exercised where matplotlib is missing
-        raise ImportError(
-            "PhaseDiagramDisplay needs matplotlib: pip install matplotlib (or pip install 'sklearn-measattn[plot]')."
-        ) from exc
-    return plt
 
 
 def _tail_label(tail_index):
@@ -140,7 +131,7 @@ class PhaseDiagramDisplay:
         """
         if self.face not in _FACES:
             raise ValueError(f"face must be one of {_FACES}, got {self.face!r}.")
-        plt = _import_pyplot()
+        plt = import_pyplot("PhaseDiagramDisplay")
         from matplotlib.colors import LogNorm, TwoSlopeNorm
 
         values = np.asarray(self.values, dtype=float)
