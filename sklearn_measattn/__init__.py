@@ -11,16 +11,18 @@ Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`
 """
 
 from . import datasets, experiments, metrics
-from ._display import MeasureDisplay
-from ._persistence import UnstorableParameterError, load_model, save_model
+from ._model_files import load_model, save_model
+from ._persistence import UnstorableParameterError, alias_moved_modules
+from ._version import __version__ as __version__
 from .attention import kernel_attention
 from .estimator import MeasureTransformerRegressor, StopTraining
+from .inspection import MeasureDisplay
 from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
 from .metrics import get_scorer
 from .preprocessing import SymlogTransformer
 from .transformer import MeasureTransformer
 
-__version__ = "0.1.0"
+alias_moved_modules()
 
 __all__ = [
     "AttentionKernel",

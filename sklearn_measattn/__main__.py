@@ -1,6 +1,6 @@
 """``python -m sklearn_measattn`` (and the ``measattn`` console script)."""
 
-from ._cli import main
+from .cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -11,15 +11,21 @@ included, and runs code when loaded: it is for files you made yourself.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.abc
+import importlib.util
 import inspect
 import json
 import os
+import sys
 import tempfile
 import warnings
 from numbers import Integral
 
 import numpy as np
 import torch
+
+from . import _version
 
 _VERSION_KEY = "_sklearn_measattn_version"
 
@@ -60,13 +66,10 @@ class UnstorableParameterError(ValueError, TypeError):
 
 
 def _package_version():
-    # Imported lazily: the package __init__ imports the estimator before defining __version__.
-    from . import __version__
-
-    return __version__
+    return _version.__version__  # looked up on each call, so that tests can stand in another version
 
 
-def _major_minor(version):
+def major_minor(version):
     return tuple(str(version).split(".")[:2])
 
 
@@ -95,7 +98,7 @@ class VersionStampMixin:
                 UserWarning,
                 stacklevel=2,
             )
-        elif _major_minor(saved) != _major_minor(current):
+        elif major_minor(saved) != major_minor(current):
             raise RuntimeError(
                 f"This {type(self).__name__} was saved with sklearn_measattn {saved}, but this is "
                 f"sklearn_measattn {current}; models are only loadable within the same major.minor "
@@ -315,21 +318,6 @@ def load_network(net, tensors, metadata):
     net.history_ = History(metadata["history"])
 
 
-def restore_fitted(estimator, tensors, metadata, *, device):
-    """Make ``estimator`` (built from the file's parameters) fitted with the file's network and transforms."""
-    from ._training import build_net, freeze_params
-
-    net = build_net(estimator, metadata["n_features_in"], metadata["n_features_out"], device, metadata["seed"])
-    net.initialize()
-    load_network(net, tensors, metadata)
-    estimator.net_ = net
-    estimator.transform_X_, estimator.transform_y_ = restored_transforms(tensors, metadata)
-    estimator.n_features_in_ = metadata["n_features_in"]
-    estimator.n_features_out_ = metadata["n_features_out"]
-    estimator._fitted_params = freeze_params(estimator.get_params(deep=False))
-    return estimator
-
-
 # ----------------------------------------------------------------- files
 def write_state(path, tensors, metadata):
     """Write one safetensors file atomically: into a temporary file beside it, then renamed over ``path``.
@@ -460,154 +448,9 @@ def read_state(path, *, expected=FORMAT_NAME):
     return tensors, metadata
 
 
-def _load_device(requested, saved):
-    """The device a loaded model runs on: the one asked for, else the saved one where it exists, else the CPU."""
-    from ._training import resolve_device
-
-    if requested is not None:
-        return resolve_device(requested)
-    try:
-        return resolve_device(saved)
-    except ValueError:
-        warnings.warn(
-            f"The model was saved with device={saved!r}, which this machine lacks; it is loaded on the CPU "
-            "(pass device= to load_model to choose).",
-            UserWarning,
-            stacklevel=3,
-        )
-        return "cpu"
-
-
-def save_model(estimator, path):
-    """Save a fitted model to one safetensors file that holds data only.
-
-    The file holds the network's tensors and, as JSON metadata, the
-    estimator's parameters, the fitted transforms, the learnt kernel
-    parameters, ``n_features_in_``/``n_features_out_``, the training history,
-    the package version and the file format's version. Loading it
-    (:func:`load_model`) runs nothing from the file, so it is safe to share
-    and to load from anyone. The file is written atomically (a crash while
-    saving leaves the previous file at ``path`` intact).
-
-    Parameters
-    ----------
-    estimator : MeasureTransformerRegressor
-        A fitted estimator whose kernel and loss are given by name and whose
-        transform is None, ``"symlog"``, a ``SymlogTransformer`` or a
-        scikit-learn scaler (``StandardScaler``, ``MinMaxScaler``,
-        ``MaxAbsScaler``, ``RobustScaler``).
-    path : str or path-like
-        Where to write; by convention it ends with ``.safetensors``.
-
-    Returns
-    -------
-    None
-
-    Raises
-    ------
-    UnstorableParameterError
-        (a ``ValueError`` and ``TypeError``) When a parameter is code (a kernel
-        or loss given as a function, another transformer): pickle such a model
-        with joblib instead, and load it only where you trust the file.
-    sklearn.exceptions.NotFittedError
-        When the estimator is not fitted.
-
-    Notes
-    -----
-    ``callbacks`` are not saved (the loaded estimator has ``callbacks=None``),
-    nor is the optimiser's state: a loaded model predicts, transports and
-    reports diagnostics exactly as the saved one, and a warm start from it
-    starts a fresh optimiser. ``checkpoint_dir`` keeps the optimiser for
-    resuming a fit.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
-    >>> from sklearn_measattn.datasets import make_matrix_inverse
-    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
-    >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1,
-    ...                                     transform="symlog", random_state=0).fit(X, y)
-    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
-    >>> save_model(model, path)
-    >>> loaded = load_model(path)
-    >>> bool((loaded.predict(X) == model.predict(X)).all())
-    True
-    """
-    from .estimator import MeasureTransformerRegressor
-
-    if not isinstance(estimator, MeasureTransformerRegressor):
-        raise TypeError(
-            f"save_model saves a fitted MeasureTransformerRegressor, got {type(estimator).__name__}. For other "
-            "objects (e.g. a Pipeline around it), save the regressor step with save_model and rebuild the rest."
-        )
-    tensors, metadata = fitted_state(estimator)
-    write_state(path, tensors, metadata)
-
-
-def load_model(path, *, device=None):
-    """Load a model saved by :func:`save_model`: a fitted estimator, without running anything from the file.
-
-    Parameters
-    ----------
-    path : str or path-like
-        A file written by :func:`save_model` (or ``measattn fit --save``).
-    device : str or torch.device, default=None
-        Where the network runs: ``None`` keeps the saved ``device`` parameter
-        where this machine has it and uses the CPU otherwise (with a warning),
-        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` choose. The
-        estimator's ``device`` parameter is left as saved.
-
-    Returns
-    -------
-    estimator : MeasureTransformerRegressor
-        The fitted estimator: it predicts, transports and reports diagnostics
-        as the saved one did (on the same device, identically).
-
-    Raises
-    ------
-    ValueError
-        When the file is not a model file (a pickle, an archive, another
-        safetensors file), is truncated, or was written in a newer format; the
-        message says which, and nothing in the file was run.
-    FileNotFoundError
-        When there is no file at ``path``.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
-    >>> from sklearn_measattn.datasets import make_matrix_inverse
-    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
-    >>> model = MeasureTransformerRegressor(kernel="poly", kernel_params={"degree": "learn"}, d_model=8,
-    ...                                     n_heads=2, n_layers=1, max_epochs=1, random_state=0).fit(X, y)
-    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
-    >>> save_model(model, path)
-    >>> load_model(path).learned_kernel_params_["degree"].shape
-    (1, 2)
-    """
-    from .estimator import MeasureTransformerRegressor
-
-    tensors, metadata = read_state(path)
-    if metadata.get("estimator") != MeasureTransformerRegressor.__name__:
-        raise _not_a_model(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
-    _warn_other_version(metadata)
-    estimator = MeasureTransformerRegressor(**_known_params(params_from_data(metadata["params"])))
-    return restore_fitted(estimator, tensors, metadata,
-                          device=_load_device(device, metadata["params"].get("device", "auto")))
-
-
-def _known_params(params):
-    """Parameters this version's estimator takes (a newer minor version may have added some)."""
-    from .estimator import MeasureTransformerRegressor
-
-    known = MeasureTransformerRegressor().get_params(deep=False)
-    return {name: value for name, value in params.items() if name in known}
-
-
-def _warn_other_version(metadata):
+def warn_other_version(metadata):
     saved = metadata.get("package_version")
-    if saved is not None and _major_minor(saved) != _major_minor(_package_version()):
+    if saved is not None and major_minor(saved) != major_minor(_package_version()):
         warnings.warn(
             f"The model file was written by sklearn-measattn {saved}; this is {_package_version()}. Its format "
             "is read exactly, but the network's code may differ between versions: check its predictions.",
@@ -616,4 +459,45 @@ def _warn_other_version(metadata):
         )
 
 
-__all__ = ["UnstorableParameterError", "load_model", "save_model"]
+# ----------------------------------------------------------------- moved modules
+#: The modules that moved into subpackages when the package root was reorganised (in 0.1),
+#: by their old names. Pickles of models fitted before then name classes and functions at
+#: those paths (``sklearn_measattn._kappa._LogFactorization``, ...); each old name imports
+#: the module that now holds them.
+MOVED_MODULES = {
+    "sklearn_measattn._checkpoint": "sklearn_measattn._training._checkpoint",
+    "sklearn_measattn._context": "sklearn_measattn._training._context",
+    "sklearn_measattn._display": "sklearn_measattn.inspection._display",
+    "sklearn_measattn._distributed": "sklearn_measattn._training._distributed",
+    "sklearn_measattn._energy": "sklearn_measattn._distances._energy",
+    "sklearn_measattn._fused": "sklearn_measattn._extension._loader",
+    "sklearn_measattn._hidden_similarity": "sklearn_measattn.inspection._hidden_similarity",
+    "sklearn_measattn._inference": "sklearn_measattn._training._inference",
+    "sklearn_measattn._kappa": "sklearn_measattn.kernels._factorization",
+    "sklearn_measattn._losses_input": "sklearn_measattn._distances._clouds",
+    "sklearn_measattn._ot": "sklearn_measattn._distances._cores",
+    "sklearn_measattn._sparse": "sklearn_measattn.kernels._sparsemax",
+    "sklearn_measattn._trained_attention": "sklearn_measattn.inspection._trained_attention",
+    "sklearn_measattn._transport": "sklearn_measattn.inspection._transport",
+}
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports a moved module's old name as the module that now holds its code."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in MOVED_MODULES:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return importlib.import_module(MOVED_MODULES[spec.name])
+
+    def exec_module(self, module):
+        pass  # already executed under its new name
+
+
+def alias_moved_modules():
+    """Let the old names of :data:`MOVED_MODULES` import (once per process)."""
+    if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder())

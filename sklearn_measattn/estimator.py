@@ -13,44 +13,45 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._checkpoint import (
-    CheckpointEveryEpoch,
-    announce_resume,
-    check_checkpoint_dir,
-    checkpoint_path,
-    data_fingerprint,
-    find_checkpoint,
-    remove_stale_writes,
-    resumed_transforms,
-)
-from ._distributed import broadcast_seed, check_same_data, distributed_device
-from ._hidden_similarity import trained_hidden_similarity
-from ._inference import batches, evaluation, network_inputs, targets_from_network
 from ._persistence import VersionStampMixin, estimator_params_as_data
-from ._trained_attention import trained_attention_ess, trained_attention_weights
-from ._training import (
+from ._training import (  # checkpoints
     FIXED_BY_FIRST_FIT,
+    CheckpointEveryEpoch,
     StopTraining,
     TrainingInterrupted,
+    announce_resume,
     as_batch,
+    batches,
+    broadcast_seed,
     build_net,
     check_callbacks,
+    check_checkpoint_dir,
     check_float32_range,
     check_paired_counts,
+    check_same_data,
     check_validation_split,
+    checkpoint_path,
+    data_fingerprint,
+    distributed_device,
+    evaluation,
+    find_checkpoint,
     fit_transform_points,
     freeze_params,
     make_transform,
+    network_inputs,
     probe_loss,
+    remove_stale_writes,
     resolve_device,
+    resumed_transforms,
     same_params,
     schedule_epochs,
+    targets_from_network,
     transform_points,
     update_net,
 )
-from ._transport import transport_points
 from ._validation import NumberInterval, check_measures, check_n_features, is_ragged
 from .attention import BACKENDS, resolve_backend
+from .inspection import trained_attention_ess, trained_attention_weights, trained_hidden_similarity, transport_points
 from .kernels import get_kernel
 from .losses import get_loss
 from .metrics import SCORING_SPACES, energy_distance, to_space

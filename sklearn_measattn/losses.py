@@ -36,14 +36,17 @@ import torch
 from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 from torch import nn
 
-from ._energy import BACKENDS as ENERGY_BACKENDS
-from ._losses_input import REDUCTION, prepare_clouds, reduce, split_points_weights
-from ._ot import (
+from ._distances import (
+    ENERGY_BACKENDS,
+    REDUCTION,
     distance_power,
     energy_distance_batch,
     entropic_transport_value,
+    prepare_clouds,
+    reduce,
     sinkhorn_plan,
     sliced_wasserstein_batch,
+    split_points_weights,
 )
 from ._validation import (
     BETA,

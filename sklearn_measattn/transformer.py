@@ -11,7 +11,7 @@ from torch import nn
 
 from ._validation import check_positive
 from .attention import BACKENDS, log_point_weights, resolve_backend, run_attention
-from .kernels import _LEARNED_DEGREE_INITIAL, _learned_degree, _learned_degree_raw, _poly_at_degree, get_kernel
+from .kernels import LEARNED_DEGREE_INITIAL, get_kernel, learned_degree, learned_degree_raw, poly_at_degree
 
 __all__ = ["KernelMultiheadAttention", "MeasureTransformer"]
 
@@ -78,7 +78,7 @@ class KernelMultiheadAttention(nn.Module):
         self.in_proj = nn.Linear(d_model, 3 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         if self._kernel.learns_degree:
-            self.degree_raw = nn.Parameter(torch.full((n_heads,), _learned_degree_raw(_LEARNED_DEGREE_INITIAL)))
+            self.degree_raw = nn.Parameter(torch.full((n_heads,), learned_degree_raw(LEARNED_DEGREE_INITIAL)))
         self._resolved_backends = {}
 
     @property
@@ -91,7 +91,7 @@ class KernelMultiheadAttention(nn.Module):
         """
         if not self._kernel.learns_degree or "degree_raw" not in self._parameters:
             return self._kernel
-        return _poly_at_degree(self._kernel, self.degree().detach().cpu()[:, None, None])
+        return poly_at_degree(self._kernel, self.degree().detach().cpu()[:, None, None])
 
     @kernel.setter
     def kernel(self, kernel):
@@ -107,7 +107,7 @@ class KernelMultiheadAttention(nn.Module):
         """
         if "degree_raw" not in self._parameters:
             return None
-        return _learned_degree(self.degree_raw)
+        return learned_degree(self.degree_raw)
 
     def reset_kernel_parameters(self):
         """Set the learnt degrees (if any) back to their initial value, 1 in every head.
@@ -118,7 +118,7 @@ class KernelMultiheadAttention(nn.Module):
         """
         if "degree_raw" in self._parameters:
             with torch.no_grad():
-                self.degree_raw.fill_(_learned_degree_raw(_LEARNED_DEGREE_INITIAL))
+                self.degree_raw.fill_(learned_degree_raw(LEARNED_DEGREE_INITIAL))
         return self
 
     def forward(self, x, log_weights=None, *, n_keys=None):
@@ -137,7 +137,7 @@ class KernelMultiheadAttention(nn.Module):
         backend = self.resolve_backend(device=x.device, dtype=x.dtype)
         kernel = self._kernel
         if "degree_raw" in self._parameters:  # the learnt degrees, live: the gradient reaches them
-            kernel = _poly_at_degree(kernel, self.degree().to(q.dtype)[:, None, None])
+            kernel = poly_at_degree(kernel, self.degree().to(q.dtype)[:, None, None])
         out = run_attention(q, k, v, kernel, log_weights, backend, auto=self.backend == "auto")
         return self.out_proj(out.transpose(1, 2).reshape(batch, n_points, d_model))
 

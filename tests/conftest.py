@@ -29,6 +29,9 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+# tests/data holds inputs: models pickled by an earlier version and the script that made them
+collect_ignore_glob = ["data/*"]
+
 settings.register_profile("deterministic", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))

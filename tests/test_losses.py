@@ -89,7 +89,7 @@ ENERGY_BACKENDS = ["fused", "chunked"]
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Chunked blocks of a few rows, so that a small test crosses block edges."""
-    from sklearn_measattn import _energy
+    from sklearn_measattn._distances import _energy
 
     monkeypatch.setattr(_energy, "BLOCK_ELEMENTS", 64)
 
@@ -505,7 +505,7 @@ def test_sliced_loss_and_metric_estimate_the_same_distance(clouds, p):
 
 @pytest.mark.parametrize("uniform", [False, True])
 def test_shared_sliced_core_gives_the_same_value_on_both_backends(uniform):
-    from sklearn_measattn._ot import sliced_wasserstein_batch
+    from sklearn_measattn._distances import sliced_wasserstein_batch
 
     rng = np.random.default_rng(13)
     x, y = rng.normal(size=(3, 6, 2)), rng.normal(size=(3, 6, 2)) + 1.0

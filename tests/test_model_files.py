@@ -246,7 +246,7 @@ def test_a_file_from_another_minor_version_loads_with_a_warning(good_file, heavy
     import sklearn_measattn
 
     expected = load_model(good_file).predict(heavy[0])
-    monkeypatch.setattr(sklearn_measattn, "__version__", "0.9.0")
+    monkeypatch.setattr(sklearn_measattn._version, "__version__", "0.9.0")
     with pytest.warns(UserWarning, match="written by sklearn-measattn 0.1.0; this is 0.9.0"):
         loaded = load_model(good_file)
     np.testing.assert_array_equal(loaded.predict(heavy[0]), expected)

@@ -120,7 +120,7 @@ def test_incompatible_version_gives_clear_error(fitted, monkeypatch, how):
     current = sklearn_measattn.__version__
     other = _bump(current, minor=1)
     with monkeypatch.context() as patch:
-        patch.setattr(sklearn_measattn, "__version__", other)
+        patch.setattr(sklearn_measattn._version, "__version__", other)
         if how == "pickle":
             payload = pickle.dumps(fitted)
         else:
@@ -136,7 +136,7 @@ def test_incompatible_version_gives_clear_error(fitted, monkeypatch, how):
 
 def test_patch_version_difference_loads(fitted, data, monkeypatch):
     with monkeypatch.context() as patch:
-        patch.setattr(sklearn_measattn, "__version__", _bump(sklearn_measattn.__version__, patch=7))
+        patch.setattr(sklearn_measattn._version, "__version__", _bump(sklearn_measattn.__version__, patch=7))
         payload = pickle.dumps(fitted)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

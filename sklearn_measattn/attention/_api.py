@@ -12,7 +12,7 @@ import numbers
 
 import torch
 
-from .._fused import build_seconds, fused_unavailable_reason
+from .._extension import build_seconds, fused_unavailable_reason
 from ..kernels import get_kernel
 from ._backends import resolve_backend, run_attention
 from ._weights import log_point_weights

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .._fused import fused_unavailable_reason
+from .._extension import fused_unavailable_reason
 from ..kernels import get_kernel
 from ._chunked import ChunkedKernelAttention, default_chunk
 from ._flex import kernel_flex_attention

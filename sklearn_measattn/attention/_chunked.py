@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from .._sparse import sparsemax_score_grad, sparsemax_weights, uniform_where_empty
+from ..kernels import sparsemax_score_grad, sparsemax_weights, uniform_where_empty
 
 # Elements in one (batch, heads, chunk, n_keys) block of the chunked backend:
 # 2**20 float32 values are 4 MiB per block buffer (backward keeps three), which
@@ -67,7 +67,7 @@ class ChunkedKernelAttention(torch.autograd.Function):
     outside the support) attends uniformly to the measure; ``sparsemax``
     computes its per-query threshold in each block (a sort of the block's
     scores) and its backward has the closed form of
-    ``sparsemax_score_grad`` (in ``_sparse.py``).
+    ``sparsemax_score_grad`` (in :mod:`sklearn_measattn.kernels`).
 
     Saved for backward: q, k, v, the output and, for factorised kernels, one ``Z``
     per query, so memory is O(N * d + chunk * N) instead of O(N^2).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .._fused import KIND_LOG, KIND_POLY_INT, KIND_POLY_REAL, KIND_SIGMOID, KIND_SOFTMAX, KIND_SOFTPLUS
+from .._extension import KIND_LOG, KIND_POLY_INT, KIND_POLY_REAL, KIND_SIGMOID, KIND_SOFTMAX, KIND_SOFTPLUS
 
 # Tiles of the fused CPU backend: queries x keys per tile (the backward's three
 # float32 tiles of 128 x 512 take 768 KiB, inside a 1 MiB L2 cache). Measured on

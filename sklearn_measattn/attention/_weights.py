@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from .._sparse import uniform_where_empty
+from ..kernels import uniform_where_empty
 from ._chunked import CHUNK_ELEMENTS
 
 __all__ = ["attention_probabilities", "attention_weight_blocks", "log_point_weights", "query_ess_fractions"]

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._display import import_pyplot
+from ..inspection import import_pyplot
 from ..metrics import LEARNED_MARGIN
 from ._phase import PHASE_KERNELS, kernel_threshold, phase_cells
 from ._report import format_number

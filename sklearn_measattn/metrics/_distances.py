@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_params
 
 # the distances and their parameters' domains, shared with the training losses
-from .._ot import distance_power, energy_distance_batch, sinkhorn_plan, sliced_wasserstein_batch
+from .._distances import distance_power, energy_distance_batch, sinkhorn_plan, sliced_wasserstein_batch
 from .._validation import BETA, ORDER, POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 from ._base import (
     _MULTIOUTPUT,

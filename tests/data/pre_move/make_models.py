@@ -1,13 +1,24 @@
-"""Fit tiny models at the commit before the package-root move; pickle them and their predictions."""
-import io, json, pickle, pickletools, sys, tempfile
+"""Fit tiny models at the commit before the package root was reorganised; pickle them and their predictions.
+
+Run once, at that commit, with the output folder as argument (``pickled_names.txt`` was then
+written from the pickles' ``pickle.find_class`` audit events, so that it includes the names that
+the networks' nested torch pickles reference).
+"""
+import pickle
+import pickletools
+import sys
+import tempfile
 from pathlib import Path
-import numpy as np, joblib
+
+import joblib
+import numpy as np
 from sklearn.preprocessing import StandardScaler
-import sklearn_measattn
+
 from sklearn_measattn import MeasureTransformerRegressor, save_model
 from sklearn_measattn.datasets import make_matrix_inverse
 
-out = Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+out = Path(sys.argv[1])
+out.mkdir(parents=True, exist_ok=True)
 X, y = make_matrix_inverse(n_samples=12, n_points=10, tail="pareto", tail_index=0.7, random_state=0)
 Xt, _ = make_matrix_inverse(n_samples=4, n_points=9, tail="pareto", tail_index=0.7, random_state=1)
 small = dict(d_model=8, n_heads=2, n_layers=1, dim_feedforward=8, max_epochs=2, batch_size=4, random_state=0)
@@ -51,4 +62,5 @@ ours = sorted(n for n in names if n.startswith("sklearn_measattn"))
 (out / "pickled_names.txt").write_text(
     "# What pickles of fitted models referenced before the package root was reorganised, module:name per line.\n"
     + "\n".join(ours) + "\n")
-print(len(ours), "names"); print("\n".join(ours))
+print(len(ours), "names")
+print("\n".join(ours))

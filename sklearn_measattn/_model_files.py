@@ -1,0 +1,167 @@
+"""Model files: :func:`save_model` and :func:`load_model`, on the safetensors format of :mod:`._persistence`."""
+
+import os
+import warnings
+
+from ._persistence import (
+    _not_a_model,
+    fitted_state,
+    load_network,
+    params_from_data,
+    read_state,
+    restored_transforms,
+    warn_other_version,
+    write_state,
+)
+from ._training import build_net, freeze_params, resolve_device
+from .estimator import MeasureTransformerRegressor
+
+
+def restore_fitted(estimator, tensors, metadata, *, device):
+    """Make ``estimator`` (built from the file's parameters) fitted with the file's network and transforms."""
+    net = build_net(estimator, metadata["n_features_in"], metadata["n_features_out"], device, metadata["seed"])
+    net.initialize()
+    load_network(net, tensors, metadata)
+    estimator.net_ = net
+    estimator.transform_X_, estimator.transform_y_ = restored_transforms(tensors, metadata)
+    estimator.n_features_in_ = metadata["n_features_in"]
+    estimator.n_features_out_ = metadata["n_features_out"]
+    estimator._fitted_params = freeze_params(estimator.get_params(deep=False))
+    return estimator
+
+
+def _load_device(requested, saved):
+    """The device a loaded model runs on: the one asked for, else the saved one where it exists, else the CPU."""
+    if requested is not None:
+        return resolve_device(requested)
+    try:
+        return resolve_device(saved)
+    except ValueError:
+        warnings.warn(
+            f"The model was saved with device={saved!r}, which this machine lacks; it is loaded on the CPU "
+            "(pass device= to load_model to choose).",
+            UserWarning,
+            stacklevel=3,
+        )
+        return "cpu"
+
+
+def save_model(estimator, path):
+    """Save a fitted model to one safetensors file that holds data only.
+
+    The file holds the network's tensors and, as JSON metadata, the
+    estimator's parameters, the fitted transforms, the learnt kernel
+    parameters, ``n_features_in_``/``n_features_out_``, the training history,
+    the package version and the file format's version. Loading it
+    (:func:`load_model`) runs nothing from the file, so it is safe to share
+    and to load from anyone. The file is written atomically (a crash while
+    saving leaves the previous file at ``path`` intact).
+
+    Parameters
+    ----------
+    estimator : MeasureTransformerRegressor
+        A fitted estimator whose kernel and loss are given by name and whose
+        transform is None, ``"symlog"``, a ``SymlogTransformer`` or a
+        scikit-learn scaler (``StandardScaler``, ``MinMaxScaler``,
+        ``MaxAbsScaler``, ``RobustScaler``).
+    path : str or path-like
+        Where to write; by convention it ends with ``.safetensors``.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    UnstorableParameterError
+        (a ``ValueError`` and ``TypeError``) When a parameter is code (a kernel
+        or loss given as a function, another transformer): pickle such a model
+        with joblib instead, and load it only where you trust the file.
+    sklearn.exceptions.NotFittedError
+        When the estimator is not fitted.
+
+    Notes
+    -----
+    ``callbacks`` are not saved (the loaded estimator has ``callbacks=None``),
+    nor is the optimiser's state: a loaded model predicts, transports and
+    reports diagnostics exactly as the saved one, and a warm start from it
+    starts a fresh optimiser. ``checkpoint_dir`` keeps the optimiser for
+    resuming a fit.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+    >>> model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1,
+    ...                                     transform="symlog", random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> save_model(model, path)
+    >>> loaded = load_model(path)
+    >>> bool((loaded.predict(X) == model.predict(X)).all())
+    True
+    """
+    if not isinstance(estimator, MeasureTransformerRegressor):
+        raise TypeError(
+            f"save_model saves a fitted MeasureTransformerRegressor, got {type(estimator).__name__}. For other "
+            "objects (e.g. a Pipeline around it), save the regressor step with save_model and rebuild the rest."
+        )
+    tensors, metadata = fitted_state(estimator)
+    write_state(path, tensors, metadata)
+
+
+def load_model(path, *, device=None):
+    """Load a model saved by :func:`save_model`: a fitted estimator, without running anything from the file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A file written by :func:`save_model` (or ``measattn fit --save``).
+    device : str or torch.device, default=None
+        Where the network runs: ``None`` keeps the saved ``device`` parameter
+        where this machine has it and uses the CPU otherwise (with a warning),
+        ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` choose. The
+        estimator's ``device`` parameter is left as saved.
+
+    Returns
+    -------
+    estimator : MeasureTransformerRegressor
+        The fitted estimator: it predicts, transports and reports diagnostics
+        as the saved one did (on the same device, identically).
+
+    Raises
+    ------
+    ValueError
+        When the file is not a model file (a pickle, an archive, another
+        safetensors file), is truncated, or was written in a newer format; the
+        message says which, and nothing in the file was run.
+    FileNotFoundError
+        When there is no file at ``path``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
+    >>> from sklearn_measattn.datasets import make_matrix_inverse
+    >>> X, y = make_matrix_inverse(n_samples=8, n_points=16, random_state=0)
+    >>> model = MeasureTransformerRegressor(kernel="poly", kernel_params={"degree": "learn"}, d_model=8,
+    ...                                     n_heads=2, n_layers=1, max_epochs=1, random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
+    >>> save_model(model, path)
+    >>> load_model(path).learned_kernel_params_["degree"].shape
+    (1, 2)
+    """
+    tensors, metadata = read_state(path)
+    if metadata.get("estimator") != MeasureTransformerRegressor.__name__:
+        raise _not_a_model(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
+    warn_other_version(metadata)
+    estimator = MeasureTransformerRegressor(**_known_params(params_from_data(metadata["params"])))
+    return restore_fitted(estimator, tensors, metadata,
+                          device=_load_device(device, metadata["params"].get("device", "auto")))
+
+
+def _known_params(params):
+    """Parameters this version's estimator takes (a newer minor version may have added some)."""
+    known = MeasureTransformerRegressor().get_params(deep=False)
+    return {name: value for name, value in params.items() if name in known}

@@ -1,0 +1,352 @@
+"""The fused CPU backend (C++ kernels compiled on first use) against the reference."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from sklearn_measattn import attention
+from sklearn_measattn._extension import _loader as _fused
+from sklearn_measattn.attention import fused_status, kernel_attention, resolve_backend
+from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
+
+HAS_COMPILER = sys.platform.startswith("linux") and shutil.which("c++") is not None
+needs_fused = pytest.mark.skipif(not HAS_COMPILER, reason="the fused CPU kernels are built with a Linux C++ compiler")
+
+KERNELS = [(name, {}) for name in KERNEL_NAMES] + [("poly", {"degree": d}) for d in (2, 3, 4, 1.5, 7.25)]
+KERNEL_IDS = [name + "".join(f"-{v}" for v in params.values()) for name, params in KERNELS]
+
+
+def make_inputs(batch=2, heads=3, n_queries=70, n_keys=90, d=8, d_value=None, seed=0, scale=1.0):
+    generator = torch.Generator().manual_seed(seed)
+    q = scale * torch.randn(batch, heads, n_queries, d, generator=generator)
+    k = scale * torch.randn(batch, heads, n_keys, d, generator=generator)
+    v = torch.randn(batch, heads, n_keys, d if d_value is None else d_value, generator=generator)
+    return q, k, v
+
+
+def run(q, k, v, kernel, backend, dtype, weights=None, grad_seed=1, **kwargs):
+    """Output and (q, k, v) gradients of a random linear loss, in float64."""
+    leaves = [t.detach().to(dtype).requires_grad_(True) for t in (q, k, v)]
+    w = None if weights is None else weights.to(dtype)
+    out = kernel_attention(*leaves, kernel, weights=w, backend=backend, **kwargs)
+    cotangent = torch.randn(out.shape, generator=torch.Generator().manual_seed(grad_seed), dtype=torch.float64).to(dtype)
+    (out * cotangent).sum().backward()
+    return [t.double() for t in (out, *(leaf.grad for leaf in leaves))]
+
+
+def assert_matches(fused, reference, rtol=2e-5):
+    for name, got, expected in zip(("out", "grad_q", "grad_k", "grad_v"), fused, reference):
+        error = (got - expected).abs().max().item()
+        size = expected.abs().max().item()
+        assert torch.isfinite(got).all(), name
+        assert error <= rtol * max(size, 1.0), f"{name}: max error {error:.3g} vs magnitude {size:.3g}"
+
+
+@needs_fused
+def test_builds_on_a_machine_with_a_compiler():
+    assert _fused.fused_unavailable_reason() is None
+    assert _fused.build_seconds() is not None
+
+
+@needs_fused
+@pytest.mark.parametrize("kernel, params", KERNELS, ids=KERNEL_IDS)
+@pytest.mark.parametrize("with_weights", [False, True])
+def test_matches_naive_float64(kernel, params, with_weights, monkeypatch):
+    # Small tiles, so every path runs: several query and key tiles, partial
+    # tiles at both ends, and the running-maximum rescale between key tiles.
+    monkeypatch.setattr(attention._fused_cpu, "FUSED_KEY_BLOCK", 16)
+    kernel = get_kernel(kernel, **params)
+    q, k, v = make_inputs(d_value=5)
+    weights = None
+    if with_weights:
+        weights = torch.rand(2, 90, generator=torch.Generator().manual_seed(3)) * 3
+        weights[:, 10:40] = 0.0  # whole key tiles with weight 0 (log weight -inf)
+    fused = run(q, k, v, kernel, "fused", torch.float32, weights, chunk_size=7)
+    reference = run(q, k, v, kernel, "naive", torch.float64, weights)
+    assert_matches(fused, reference)
+
+
+@needs_fused
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+def test_default_tiles_match_chunked(kernel):
+    """Default tile sizes (keys spanning two tiles) give the chunked backend's numbers."""
+    q, k, v = make_inputs(batch=1, heads=2, n_queries=130, n_keys=600, d=16)
+    assert_matches(run(q, k, v, kernel, "fused", torch.float32), run(q, k, v, kernel, "chunked", torch.float64))
+
+
+@needs_fused
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+def test_extreme_scores_stay_finite_and_match(kernel):
+    # Scores of order 1e4, where exp overflows float32 and log-weights differ by
+    # thousands between keys: the result must still equal the float64 reference.
+    q, k, v = make_inputs(n_queries=20, n_keys=40, d=4, scale=60.0)
+    fused = run(q, k, v, kernel, "fused", torch.float32)
+    reference = run(q, k, v, kernel, "naive", torch.float64)
+    assert_matches(fused, reference, rtol=1e-4)
+
+
+@needs_fused
+@pytest.mark.parametrize("kernel", KERNEL_NAMES)
+def test_zero_weight_equals_deleting_points(kernel):
+    q, k, v = make_inputs(n_keys=30)
+    weights = torch.ones(2, 30)
+    weights[:, ::4] = 0.0
+    keep = weights[0] > 0
+    with_zeros = kernel_attention(q, k, v, kernel, weights=weights, backend="fused")
+    deleted = kernel_attention(q, k[:, :, keep], v[:, :, keep], kernel, backend="fused")
+    torch.testing.assert_close(with_zeros, deleted, rtol=1e-5, atol=1e-6)
+
+
+@needs_fused
+def test_integer_weights_equal_repeated_points():
+    q, k, v = make_inputs(n_keys=12)
+    counts = torch.arange(1, 13) % 3 + 1
+    index = torch.repeat_interleave(torch.arange(12), counts)
+    weighted = kernel_attention(q, k, v, "log", weights=counts[None].float().expand(2, -1), backend="fused")
+    repeated = kernel_attention(q, k[:, :, index], v[:, :, index], "log", backend="fused")
+    torch.testing.assert_close(weighted, repeated, rtol=1e-5, atol=1e-6)
+
+
+@needs_fused
+def test_non_contiguous_inputs_and_single_thread():
+    """Transposed (batch, points, heads, d) layouts, as the transformer makes them,
+    and one intra-op thread give the same result as contiguous inputs."""
+    q, k, v = make_inputs(n_queries=40, n_keys=50)
+    strided = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]
+    assert not strided[0].is_contiguous()
+    expected = run(q, k, v, "poly", "fused", torch.float32)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = run(*strided, "poly", "fused", torch.float32)
+    finally:
+        torch.set_num_threads(threads)
+    for got, want in zip(single, expected):
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
+
+
+@needs_fused
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("with_weights", [False, True])
+def test_backward_split_over_query_tiles_when_few_heads(threads, with_weights):
+    """With fewer batch x heads than threads the backward splits query tiles
+    between threads (per-thread dK, dV summed after): same numbers."""
+    q, k, v = make_inputs(batch=1, heads=1, n_queries=100, n_keys=80)
+    weights = None
+    if with_weights:
+        weights = torch.rand(1, 80, generator=torch.Generator().manual_seed(5))
+        weights[:, :20] = 0.0
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        fused = run(q, k, v, "sigmoid", "fused", torch.float32, weights, chunk_size=16)
+    finally:
+        torch.set_num_threads(previous)
+    assert_matches(fused, run(q, k, v, "sigmoid", "naive", torch.float64, weights))
+
+
+@needs_fused
+def test_repeated_runs_give_identical_bits():
+    q, k, v = make_inputs(n_queries=50, n_keys=80)
+    first, second = (run(q, k, v, "log", "fused", torch.float32) for _ in range(2))
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+@needs_fused
+def test_saves_no_quadratic_tensor():
+    n = 256
+    q, k, v = [t.requires_grad_(True) for t in make_inputs(batch=1, heads=1, n_queries=n, n_keys=n, d=4)]
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.numel()) or t, lambda t: t):
+        out = kernel_attention(q, k, v, "log", backend="fused")
+    out.sum().backward()
+    assert saved and max(saved) < n * n // 8, saved
+
+
+@needs_fused
+def test_auto_picks_fused_for_built_in_kernels_in_float32():
+    x32, x64 = torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2, dtype=torch.float64)
+    for name in ("poly", "log", "sigmoid", "softplus"):
+        assert resolve_backend("auto", get_kernel(name), x32) == "fused"
+        assert resolve_backend("auto", get_kernel(name), x64) == "chunked"
+    assert resolve_backend("auto", get_kernel("softmax"), x32) == "sdpa"
+    assert resolve_backend("auto", get_kernel(lambda s: 0.5 * s), x32) == "chunked"
+
+
+def test_explicit_fused_rejects_what_it_cannot_run():
+    x64 = torch.zeros(1, 1, 2, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="float32 CPU tensors only"):
+        resolve_backend("fused", get_kernel("log"), x64)
+    with pytest.raises(ValueError, match="built-in kernels"):
+        resolve_backend("fused", get_kernel(lambda s: 0.5 * s), torch.zeros(1, 1, 2, 2))
+    # A hand-built kernel that reuses a built-in name is not mistaken for it.
+    fake = get_kernel("log").__class__("log", lambda s: 0.5 * s)
+    with pytest.raises(ValueError, match="built-in kernels"):
+        resolve_backend("fused", fake, torch.zeros(1, 1, 2, 2))
+
+
+def test_unavailable_build_falls_back_to_chunked(monkeypatch):
+    """Without the kernels (no compiler, disabled), auto runs chunked and an
+    explicit request says why and what to use instead."""
+    monkeypatch.setitem(_fused._state, "loaded", False)
+    monkeypatch.setitem(_fused._state, "reason", "no C++ compiler found")
+    x32 = torch.zeros(1, 1, 2, 2)
+    assert resolve_backend("auto", get_kernel("log"), x32) == "chunked"
+    with pytest.raises(RuntimeError, match=r"no C\+\+ compiler found.*backend='chunked'"):
+        resolve_backend("fused", get_kernel("log"), x32)
+
+
+def test_fused_status_reports_availability(monkeypatch):
+    if HAS_COMPILER:
+        assert fused_status().startswith("available (")
+    monkeypatch.setitem(_fused._state, "loaded", False)
+    monkeypatch.setitem(_fused._state, "reason", "disabled by the environment variable MEASATTN_FUSED=0")
+    assert fused_status() == "unavailable: disabled by the environment variable MEASATTN_FUSED=0"
+
+
+@pytest.mark.slow
+def test_environment_variable_disables_the_build(tmp_path):
+    code = (
+        "from sklearn_measattn._extension import _loader as _fused; import torch;"
+        "from sklearn_measattn.attention import resolve_backend;"
+        "from sklearn_measattn.kernels import get_kernel;"
+        "print(_fused.fused_unavailable_reason());"
+        "print(resolve_backend('auto', get_kernel('log'), torch.zeros(1, 1, 2, 2)))"
+    )
+    env = {"MEASATTN_FUSED": "0", "MEASATTN_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    reason, backend = result.stdout.strip().splitlines()
+    assert "MEASATTN_FUSED=0" in reason
+    assert backend == "chunked"
+    assert not list(tmp_path.iterdir())  # nothing was built
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fused kernels are built on Linux only")
+def test_failed_compile_reports_the_compiler_error(tmp_path, monkeypatch):
+    """A compiler that fails leaves a reason with its message and no library behind."""
+    failing = tmp_path / "bad-c++"
+    failing.write_text("#!/bin/sh\necho 'fatal error: simulated' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CXX", str(failing))
+    monkeypatch.setenv("MEASATTN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MEASATTN_FUSED", raising=False)
+    reason = _fused._load()
+    assert reason is not None and "simulated" in reason
+    assert not list((tmp_path / "cache").glob("*.so"))
+
+
+@pytest.mark.slow
+@needs_fused
+def test_torch_compile_traces_the_fused_ops():
+    """The ops have shape-only fake kernels, so torch.compile can trace a model
+    that uses them (aot_eager: dynamo and AOTAutograd, no C++ code generation)."""
+    from sklearn_measattn.transformer import MeasureTransformer
+
+    torch.manual_seed(0)
+    model = MeasureTransformer(2, 3, d_model=16, n_heads=2, n_layers=1, kernel="log", attention_backend="fused")
+    X = torch.randn(4, 50, 2)
+    eager = model(X)
+    eager.square().sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)(X)
+    compiled.square().sum().backward()
+    torch.testing.assert_close(compiled, eager)
+    for param, grad in zip(model.parameters(), expected):
+        torch.testing.assert_close(param.grad, grad)
+
+
+# A stand-in compiler: it records each call, waits a little (so that processes
+# started together overlap), and "compiles" by copying an already built library.
+FAKE_COMPILER = """#!/bin/sh
+echo build >> "{log}"
+sleep 1
+while [ "$#" -gt 0 ]; do
+  if [ "$1" = "-o" ]; then cp "{library}" "$2"; fi
+  shift
+done
+"""
+
+LOAD_IN_A_FRESH_PROCESS = (
+    "from sklearn_measattn._extension import _loader as _fused;"
+    "print(_fused.fused_unavailable_reason());"
+    "print(_fused._state['library'])"
+)
+
+
+def fake_compiler(tmp_path):
+    assert _fused.fused_unavailable_reason() is None
+    log = tmp_path / "builds.log"
+    compiler = tmp_path / "fake-c++"
+    compiler.write_text(FAKE_COMPILER.format(log=log, library=_fused._state["library"]))
+    compiler.chmod(0o755)
+    return compiler, log
+
+
+def load_in_subprocesses(count, env):
+    env = {**os.environ, **env}
+    env.pop("MEASATTN_FUSED", None)
+    processes = [
+        subprocess.Popen([sys.executable, "-c", LOAD_IN_A_FRESH_PROCESS], env=env, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(count)
+    ]
+    return [process.communicate(timeout=300) + (process.returncode,) for process in processes]
+
+
+def build_lines(results):
+    return sum(stderr.count("compiling the fused CPU kernels") for _, stderr, _ in results)
+
+
+@pytest.mark.slow
+@needs_fused
+def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
+    compiler, log = fake_compiler(tmp_path)
+    results = load_in_subprocesses(3, {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(tmp_path / "cache")})
+    for stdout, stderr, code in results:
+        assert code == 0, stderr
+        assert stdout.splitlines()[0] == "None", stdout + stderr
+    assert log.read_text().splitlines() == ["build"]
+    assert build_lines(results) == 1
+    # The line names what is compiled and how long it takes.
+    line = next(line for _, stderr, _ in results for line in stderr.splitlines() if "compiling" in line)
+    assert "fused_attention.cpp" in line and " s" in line
+
+
+@pytest.mark.slow
+@needs_fused
+def test_corrupt_cached_library_is_rebuilt_once(tmp_path):
+    compiler, log = fake_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    env = {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(cache)}
+    [(stdout, stderr, code)] = load_in_subprocesses(1, env)
+    library = Path(stdout.splitlines()[1])
+    assert code == 0 and library.parent == cache
+    library.write_bytes(b"not a shared library")  # a truncated or damaged file
+    [(stdout, stderr, code)] = load_in_subprocesses(1, env)
+    assert code == 0 and stdout.splitlines()[0] == "None", stderr
+    assert "failed to load" in stderr
+    assert log.read_text().splitlines() == ["build", "build"]
+    assert library.read_bytes() == Path(_fused._state["library"]).read_bytes()
+
+
+@pytest.mark.slow
+@needs_fused
+def test_unwritable_cache_falls_back_to_a_temporary_directory(tmp_path):
+    compiler, log = fake_compiler(tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a cache directory below a file can never be created (even as root)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(blocker / "cache"), "TMPDIR": str(temporary)}
+    [(stdout, stderr, code)] = load_in_subprocesses(1, env)
+    assert code == 0 and stdout.splitlines()[0] == "None", stderr
+    library = Path(stdout.splitlines()[1])
+    assert library.parent.parent == temporary and library.exists()
+    assert "not writable" in stderr
