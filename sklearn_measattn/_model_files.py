@@ -4,9 +4,9 @@ import os
 import warnings
 
 from ._persistence import (
-    _not_a_model,
     fitted_state,
     load_network,
+    not_a_model_error,
     params_from_data,
     read_state,
     restored_transforms,
@@ -19,7 +19,8 @@ from .estimator import MeasureTransformerRegressor
 
 def restore_fitted(estimator, tensors, metadata, *, device):
     """Make ``estimator`` (built from the file's parameters) fitted with the file's network and transforms."""
-    net = build_net(estimator, metadata["n_features_in"], metadata["n_features_out"], device, metadata["seed"])
+    net = build_net(estimator._net_params(), metadata["n_features_in"], metadata["n_features_out"], device,
+                    metadata["seed"])
     net.initialize()
     load_network(net, tensors, metadata)
     estimator.net_ = net
@@ -154,7 +155,7 @@ def load_model(path, *, device=None):
     """
     tensors, metadata = read_state(path)
     if metadata.get("estimator") != MeasureTransformerRegressor.__name__:
-        raise _not_a_model(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
+        raise not_a_model_error(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
     warn_other_version(metadata)
     estimator = MeasureTransformerRegressor(**_known_params(params_from_data(metadata["params"])))
     return restore_fitted(estimator, tensors, metadata,

@@ -374,7 +374,7 @@ def is_pickle_like(path):
     return what is not None and ("pickle" in what or "compressed" in what)
 
 
-def _not_a_model(path, reason):
+def not_a_model_error(path, reason):
     return ValueError(
         f"{path!r} is not a sklearn-measattn model file: {reason}. Give a file written by "
         "sklearn_measattn.save_model (or measattn fit --save MODEL.safetensors). Nothing in the file was run."
@@ -398,43 +398,43 @@ def read_state(path, *, expected=FORMAT_NAME):
     if what is not None:
         advice = (" Pickles can run code when loaded: load it with joblib.load only if you trust its source, "
                   "then save it again with sklearn_measattn.save_model") if "pickle" in what else ""
-        raise _not_a_model(path, f"it is {what}, not a safetensors file.{advice}".rstrip("."))
+        raise not_a_model_error(path, f"it is {what}, not a safetensors file.{advice}".rstrip("."))
     if len(payload) < 8:
-        raise _not_a_model(path, f"it has {len(payload)} bytes, fewer than a safetensors header")
+        raise not_a_model_error(path, f"it has {len(payload)} bytes, fewer than a safetensors header")
     header_size = int.from_bytes(payload[:8], "little")
     if header_size > min(_MAX_HEADER_BYTES, len(payload) - 8):
-        raise _not_a_model(
+        raise not_a_model_error(
             path, f"its first 8 bytes announce a {header_size}-byte header in a {len(payload)}-byte file "
             "(a truncated file, or another format)"
         )
     try:
         header = json.loads(payload[8:8 + header_size])
     except (UnicodeDecodeError, json.JSONDecodeError):
-        raise _not_a_model(path, "its header is not JSON (a truncated file, or another format)") from None
+        raise not_a_model_error(path, "its header is not JSON (a truncated file, or another format)") from None
     if not isinstance(header, dict):
-        raise _not_a_model(path, "its header is not a safetensors header")
+        raise not_a_model_error(path, "its header is not a safetensors header")
     data_end = max((int(entry["data_offsets"][1]) for key, entry in header.items()
                     if key != "__metadata__" and isinstance(entry, dict) and "data_offsets" in entry), default=0)
     if 8 + header_size + data_end > len(payload):
-        raise _not_a_model(
+        raise not_a_model_error(
             path, f"it is truncated: its header describes {8 + header_size + data_end} bytes but the file has "
             f"{len(payload)}. Copy or download it again"
         )
     raw = (header.get("__metadata__") or {}).get(_METADATA_KEY)
     if raw is None:
-        raise _not_a_model(path, "it is a safetensors file without sklearn-measattn metadata (tensors only)")
+        raise not_a_model_error(path, "it is a safetensors file without sklearn-measattn metadata (tensors only)")
     try:
         metadata = json.loads(raw)
     except json.JSONDecodeError:
-        raise _not_a_model(path, "its sklearn-measattn metadata is not valid JSON") from None
+        raise not_a_model_error(path, "its sklearn-measattn metadata is not valid JSON") from None
     kind = metadata.get("format") if isinstance(metadata, dict) else None
     if kind != expected:
         names = {FORMAT_NAME: "a model file", CHECKPOINT_FORMAT: "a training checkpoint"}
-        raise _not_a_model(path, f"it is {names.get(kind, repr(kind))}, where {names.get(expected, expected)} "
+        raise not_a_model_error(path, f"it is {names.get(kind, repr(kind))}, where {names.get(expected, expected)} "
                                  "was expected")
     version = metadata.get("format_version")
     if not isinstance(version, Integral) or version < 1:
-        raise _not_a_model(path, f"its format version {version!r} is not a version number")
+        raise not_a_model_error(path, f"its format version {version!r} is not a version number")
     if version > FORMAT_VERSION:
         raise ValueError(
             f"{path!r} was written by sklearn-measattn {metadata.get('package_version', '(unknown)')} in model-file "
@@ -444,7 +444,7 @@ def read_state(path, *, expected=FORMAT_NAME):
     try:
         tensors = load(payload)
     except SafetensorError as exc:
-        raise _not_a_model(path, f"safetensors could not read its tensors ({exc})") from None
+        raise not_a_model_error(path, f"safetensors could not read its tensors ({exc})") from None
     return tensors, metadata
 
 

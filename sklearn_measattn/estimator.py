@@ -15,7 +15,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._persistence import VersionStampMixin, estimator_params_as_data
 from ._training import (  # checkpoints
-    FIXED_BY_FIRST_FIT,
     CheckpointEveryEpoch,
     StopTraining,
     TrainingInterrupted,
@@ -35,6 +34,7 @@ from ._training import (  # checkpoints
     distributed_device,
     evaluation,
     find_checkpoint,
+    finish_training,
     fit_transform_points,
     freeze_params,
     make_transform,
@@ -42,6 +42,7 @@ from ._training import (  # checkpoints
     probe_loss,
     remove_stale_writes,
     resolve_device,
+    restore_checkpoint,
     resumed_transforms,
     same_params,
     schedule_epochs,
@@ -60,6 +61,14 @@ __all__ = ["MeasureTransformerRegressor", "StopTraining"]
 
 _FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_")
 _POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
+# What a continued fit does with a changed parameter (the table is MeasureTransformerRegressor._continued_fit).
+_FIXED, _APPLIED, _UNRELATED = "fixed by the first fit", "applied to each continued fit", "no bearing on the network"
+
+
+def _listed(names):
+    """``a``, ``b`` and ``c``."""
+    quoted = [f"``{name}``" for name in names]
+    return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else quoted[0]
 
 
 class _TrainingStart(NamedTuple):
@@ -187,17 +196,12 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         the fitted net for ``max_epochs`` more epochs (keeping its weights,
         optimizer state, fitted transforms and history) instead of starting
         afresh; :meth:`partial_fit` always continues, one epoch at a time. A
-        continued fit trains with the parameters the estimator shows: ``lr``,
-        ``lr_schedule``, ``weight_decay``, ``batch_size``, ``max_epochs``, ``loss``,
-        ``loss_params``, ``callbacks``, ``verbose``, ``early_stopping``,
-        ``validation_fraction`` and ``patience`` changed by ``set_params``
-        since the last fit apply to it (the optimizer keeps its state under
-        the new learning rate and weight decay). The others are fixed by the
-        first fit: a change of ``kernel``, ``kernel_params``, ``transform``,
-        ``d_model``, ``n_heads``, ``n_layers``, ``dim_feedforward``, ``norm``,
-        ``dropout``, ``attention_backend``, ``random_state``, ``shuffle``,
-        ``distributed``, ``context_size`` or ``device`` raises ``ValueError`` before any
-        training (set it back, or fit afresh with ``warm_start=False``). The
+        continued fit trains with the parameters the estimator shows:
+        APPLIED_ON_A_CONTINUED_FIT changed by ``set_params`` since the last fit
+        apply to it (the optimizer keeps its state under the new learning rate
+        and weight decay). A change of FIXED_BY_THE_FIRST_FIT raises
+        ``ValueError`` before any training (set it back, or fit afresh with
+        ``warm_start=False``). The
         data must have the fitted numbers of features.
     distributed : bool, default=False
         Train data-parallel on the process group that a launcher sets up
@@ -323,6 +327,23 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "checkpoint_dir": [str, HasMethods(["__fspath__"]), None],
     }
 
+    #: What a continued fit (``warm_start=True``, :meth:`partial_fit`) does with each parameter
+    #: changed since the last fit: the network, its kernel, the fitted transforms, the device
+    #: and the seeds of its random streams are fixed by the first fit; the optimiser, the
+    #: batches, the epochs, the loss and the callbacks apply to each continued fit; the rest
+    #: does not concern the fitted network. The ``warm_start`` docstring and the error that
+    #: refuses a change are written from this table.
+    _continued_fit: dict = {
+        "kernel": _FIXED, "kernel_params": _FIXED, "transform": _FIXED, "d_model": _FIXED, "n_heads": _FIXED,
+        "n_layers": _FIXED, "dim_feedforward": _FIXED, "norm": _FIXED, "dropout": _FIXED,
+        "attention_backend": _FIXED, "random_state": _FIXED, "shuffle": _FIXED, "distributed": _FIXED,
+        "context_size": _FIXED, "device": _FIXED,
+        "lr": _APPLIED, "lr_schedule": _APPLIED, "weight_decay": _APPLIED, "batch_size": _APPLIED,
+        "max_epochs": _APPLIED, "loss": _APPLIED, "loss_params": _APPLIED, "callbacks": _APPLIED,
+        "verbose": _APPLIED, "early_stopping": _APPLIED, "validation_fraction": _APPLIED, "patience": _APPLIED,
+        "score_space": _UNRELATED, "warm_start": _UNRELATED, "checkpoint_dir": _UNRELATED,
+    }
+
     def __init__(
         self,
         *,
@@ -439,11 +460,14 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         ``warm_start`` for which parameters may change between fits.
         """
         config = self._check_params()
-        if self.warm_start and hasattr(self, "net_"):
+        continuing = self.warm_start and hasattr(self, "net_")
+        if continuing:
             self._refuse_distributed_continuation()
             self._refuse_checkpointed_continuation("a warm start")
-            return self._train(self._continued(X, y, config), epochs=None)
-        return self._train(self._initialized(X, y, config), epochs=None)
+            self._check_fixed_since_fit(config["device"])
+        data = self._checked_data(X, y, fitted=continuing)
+        start = self._continued(data) if continuing else self._initialized(data, config)
+        return self._train(start, epochs=None)
 
     def partial_fit(self, X, y):
         """Train for one more epoch (pass over ``X``), continuing from the fitted net.
@@ -491,7 +515,11 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         config = self._check_params()
         self._refuse_distributed_continuation()
         self._refuse_checkpointed_continuation("partial_fit")
-        start = self._continued(X, y, config) if hasattr(self, "net_") else self._initialized(X, y, config)
+        continuing = hasattr(self, "net_")
+        if continuing:
+            self._check_fixed_since_fit(config["device"])
+        data = self._checked_data(X, y, fitted=continuing)
+        start = self._continued(data) if continuing else self._initialized(data, config)
         return self._train(start, epochs=1)
 
     def _refuse_distributed_continuation(self):
@@ -529,11 +557,11 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
         return X, x_weights, y, y_weights
 
-    def _initialized(self, X, y, config):
-        """Check the data, fit the transforms on it and build a fresh network."""
+    def _initialized(self, data, config):
+        """Fit the transforms on the checked ``data`` and build a fresh network."""
         if self.distributed:
             config["device"] = distributed_device(config["device"])
-        X, x_weights, y, y_weights = self._checked_data(X, y, fitted=False)
+        X, x_weights, y, y_weights = data
         fingerprint = resume = None
         if self.checkpoint_dir is not None:
             fingerprint = data_fingerprint(X, x_weights, y, y_weights)
@@ -559,8 +587,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 seed = resume[1]["seed"]  # the resumed fit's streams, whatever random_state=None draws now
             checkpoint = self._checkpoint_writer(transform_X, transform_y, X.shape[-1], y.shape[-1], fingerprint,
                                                  resume)
-        net = build_net(self, X.shape[-1], y.shape[-1], config["device"], seed, distributed=self.distributed,
-                        checkpoint=checkpoint)
+        net = build_net(self._net_params(), X.shape[-1], y.shape[-1], config["device"], seed,
+                        distributed=self.distributed, checkpoint=checkpoint)
         inputs = as_batch(X_model, x_weights, y_weights)
         return _TrainingStart(net, transform_X, transform_y, inputs, y_model, X.shape[-1], y.shape[-1],
                               resumed=False, checkpoint=resume)
@@ -579,10 +607,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                   "n_features_in": n_features_in, "n_features_out": n_features_out, "data": fingerprint}
         return CheckpointEveryEpoch(path, record, resume=resume)
 
-    def _continued(self, X, y, config):
-        """Check the data and parameters against the fitted estimator and continue from its network."""
-        self._check_fixed_since_fit(config["device"])
-        X, x_weights, y, y_weights = self._checked_data(X, y, fitted=True)
+    def _continued(self, data):
+        """Continue from the fitted network on the checked ``data``."""
+        X, x_weights, y, y_weights = data
         X_model = transform_points(self.transform_X_, X, "transform")
         y_model = transform_points(self.transform_y_, y, "transform")
         check_float32_range(X_model, "X", self.transform)
@@ -595,8 +622,6 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
     def _train(self, start, *, epochs):
         """Train ``start.net`` for ``epochs`` (``None``: ``max_epochs``); the estimator is fitted only if it ends."""
         net = start.net
-        # The parameters the net was trained with so far (None: pickled by an older version).
-        fitted_params = getattr(self, "_fitted_params", None)
         # A failed fit leaves the estimator unfitted, never half-fitted.
         for attribute in (*_FITTED_ATTRIBUTES, "_fitted_params"):
             self.__dict__.pop(attribute, None)
@@ -605,12 +630,12 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         targets = start.y_model.astype(np.float32)
         try:
             if start.resumed:
-                update_net(net, self, fitted_params, net.loader_seed)
+                update_net(net, self._net_params())
                 schedule_epochs(net, len(net.history), epochs or self.max_epochs)
                 net.partial_fit(start.inputs, targets, epochs=epochs)
             elif start.checkpoint is not None:
                 net.initialize()
-                dict(net.callbacks_)["checkpoint"].restore(net)
+                restore_checkpoint(net)
                 if not start.checkpoint[1]["finished"]:
                     # Zero epochs left still ends training as an uninterrupted fit does (early stopping's best weights).
                     net.partial_fit(start.inputs, targets, epochs=max(self.max_epochs - len(net.history), 0))
@@ -631,12 +656,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 "estimator is left unfitted."
             ) from None
 
-        if self.distributed:  # the fitted net predicts, pickles and scores in a single process
-            net.distributed = False
-        # Neither averaging gradients nor writing checkpoints belongs to the fitted model.
-        internal = ("distributed_training", "checkpoint")
-        net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name not in internal]
-        net.callbacks = [cb for cb in net.callbacks if not (isinstance(cb, tuple) and cb[0] in internal)]
+        finish_training(net)  # it predicts, pickles and scores in a single process
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
         self.transform_X_ = start.transform_X
@@ -657,25 +677,50 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         """Refuse a warm start or partial fit after a change the fitted net cannot take."""
         before = getattr(self, "_fitted_params", None)
         now = freeze_params(self.get_params(deep=False))
-        changed = [] if before is None else [
-            name for name in FIXED_BY_FIRST_FIT if not same_params(before.get(name), now.get(name))
-        ]
-        if device != self.device_:
-            changed.append("device")
-        if changed:
-            shown = ", ".join(
-                f"{name}={getattr(self, name)!r}" if name != "device" else f"device={self.device!r} "
-                f"(fitted on {self.device_!r})"
-                for name in changed
-            )
+        fixed = [name for name, rule in self._continued_fit.items() if rule == _FIXED and name != "device"]
+        changed = [] if before is None else [name for name in fixed if not same_params(before.get(name), now.get(name))]
+        shown = [f"{name}={getattr(self, name)!r}" for name in changed]
+        if device != self.device_:  # compared resolved: "auto" may still name the fitted device
+            shown.append(f"device={self.device!r} (fitted on {self.device_!r})")
+        if shown:
+            applied = [name for name, rule in self._continued_fit.items() if rule == _APPLIED]
             raise ValueError(
-                f"Cannot continue training the fitted network: {shown} changed since it was fitted. "
-                "A warm start or partial_fit keeps the network, its attention kernel, the fitted "
-                "transforms, the device and the random streams of the first fit, and applies only "
-                "lr, lr_schedule, weight_decay, batch_size, max_epochs, loss, loss_params, callbacks, verbose and "
-                "the early-stopping settings. Set these back, or fit afresh with warm_start=False."
+                f"Cannot continue training the fitted network: {', '.join(shown)} changed since it was fitted. "
+                f"A warm start or partial_fit keeps what is {_FIXED} and applies only {', '.join(applied)}. "
+                "Set these back, or fit afresh with warm_start=False."
             )
 
+    def _net_params(self):
+        """The keyword arguments the training net is built from, and a continued fit updates it with.
+
+        skorch's own (the network's as ``module__*``, the loss's as
+        ``criterion__*``, the optimiser's) and the training options
+        ``callbacks``, ``lr_schedule``, ``early_stopping`` and ``context_size``.
+        """
+        return {
+            "module__d_model": self.d_model,
+            "module__n_heads": self.n_heads,
+            "module__n_layers": self.n_layers,
+            "module__dim_feedforward": self.dim_feedforward,
+            "module__dropout": self.dropout,
+            "module__kernel": self.kernel,
+            "module__kernel_params": self.kernel_params,
+            "module__norm_first": self.norm == "pre",
+            "module__attention_backend": self.attention_backend,
+            "criterion__name": self.loss,
+            **{f"criterion__{key}": value for key, value in (self.loss_params or {}).items()},
+            "lr": self.lr,
+            "optimizer__weight_decay": self.weight_decay,
+            "batch_size": self.batch_size,
+            "max_epochs": self.max_epochs,
+            "iterator_train__shuffle": self.shuffle,
+            "verbose": self.verbose,
+            "callbacks": self.callbacks,
+            "lr_schedule": self.lr_schedule,
+            "early_stopping": {"patience": self.patience, "validation_fraction": self.validation_fraction}
+            if self.early_stopping else None,
+            "context_size": self.context_size,
+        }
 
     def set_params(self, **params):
         """Set the estimator's parameters, as in scikit-learn.
@@ -1064,3 +1109,15 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         except ValueError as exc:
             raise ValueError(f"attention_backend={self.attention_backend!r} cannot run here: {exc}") from None
         return {"device": device}
+
+
+def _with_continued_fit_rules(doc, rules):
+    """``doc`` with the parameters a continued fit applies, and those it refuses to change, listed."""
+    applied = [name for name, rule in rules.items() if rule == _APPLIED]
+    fixed = [name for name, rule in rules.items() if rule == _FIXED]
+    return doc.replace("APPLIED_ON_A_CONTINUED_FIT", _listed(applied)).replace("FIXED_BY_THE_FIRST_FIT", _listed(fixed))
+
+
+MeasureTransformerRegressor.__doc__ = _with_continued_fit_rules(
+    MeasureTransformerRegressor.__doc__, MeasureTransformerRegressor._continued_fit
+)

@@ -344,3 +344,33 @@ def test_every_hyper_parameter_has_a_declared_domain():
 def test_flags_are_not_numbers(param):
     with pytest.raises(TypeError, match=param):
         MeasureTransformerRegressor(**{param: True})._check_params()
+
+
+def test_every_parameter_has_one_continued_fit_rule_and_the_docs_and_errors_follow_it(data, tiny_params):
+    """One table says what a continued fit does with each parameter; the docstring and the refusal use it."""
+    from sklearn_measattn.estimator import _APPLIED, _FIXED
+
+    rules = MeasureTransformerRegressor._continued_fit
+    assert set(rules) == set(MeasureTransformerRegressor._parameter_constraints)
+    assert set(rules) == set(MeasureTransformerRegressor().get_params(deep=False))
+    doc = MeasureTransformerRegressor.__doc__
+    assert "APPLIED_ON_A_CONTINUED_FIT" not in doc and "FIXED_BY_THE_FIRST_FIT" not in doc
+    for name, rule in rules.items():
+        if rule in (_FIXED, _APPLIED):
+            assert f"``{name}``" in doc.split("warm_start : bool")[1].split("distributed : bool")[0], name
+    X, y = data
+    model = MeasureTransformerRegressor(**tiny_params, random_state=0, warm_start=True).fit(X, y)
+    model.set_params(n_layers=model.n_layers + 1)
+    with pytest.raises(ValueError, match=r"n_layers=2 changed since it was fitted.*applies only lr, lr_schedule"):
+        model.fit(X, y)
+
+
+def test_the_net_is_built_from_the_estimators_net_params(data, tiny_params):
+    """What the estimator gives the training home is what the fitted net was built and trained with."""
+    X, y = data
+    model = MeasureTransformerRegressor(**tiny_params, random_state=0, lr=3e-3, weight_decay=0.01,
+                                        loss="sliced", loss_params={"n_projections": 4}).fit(X, y)
+    params = model._net_params()
+    assert params["criterion__n_projections"] == 4 and model.net_.criterion__n_projections == 4
+    assert model.net_.lr == 3e-3 and model.net_.optimizer_.param_groups[0]["weight_decay"] == 0.01
+    assert model.net_.module_.blocks[0].attention.n_heads == model.n_heads

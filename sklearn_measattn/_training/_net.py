@@ -485,17 +485,23 @@ def schedule_epochs(net, first_epoch, span):
             entry[1].start(first_epoch, span)
 
 
-def _criterion_params(estimator, seed):
-    """The loss's keyword arguments, with a private generator for sliced projections."""
-    loss_params = dict(estimator.loss_params or {})
-    if estimator.loss == "sliced" and "generator" not in loss_params:
+# The training options this package adds to skorch's keyword arguments in an estimator's net
+# parameters: turned into callbacks, a validation split and collate functions here.
+_TRAINING_OPTIONS = ("callbacks", "lr_schedule", "early_stopping", "context_size")
+# The callbacks that belong to training and not to the fitted model.
+_TRAINING_ONLY_CALLBACKS = ("distributed_training", "checkpoint")
+
+
+def _criterion_generator(params, seed):
+    """A private generator for the sliced loss's projections, unless the parameters bring one."""
+    if params.get("criterion__name") == "sliced" and "criterion__generator" not in params:
         # on the CPU whatever the device: a CUDA generator would not unpickle without CUDA
-        loss_params["generator"] = torch.Generator().manual_seed(seed + 1)
-    return loss_params
+        return {"criterion__generator": torch.Generator().manual_seed(seed + 1)}
+    return {}
 
 
-def _callbacks(estimator, distributed=False):
-    """The net's callbacks for ``estimator``'s callbacks, early stopping and verbosity.
+def _callbacks(options, verbose, distributed=False):
+    """The net's callbacks for the user's callbacks, the schedule, early stopping and verbosity.
 
     Data-parallel training puts the gradient averaging first, so that every
     check after it sees the same gradients on every process, and shows progress
@@ -503,93 +509,94 @@ def _callbacks(estimator, distributed=False):
     """
     callbacks = [("distributed_training", DistributedTraining())] if distributed else []
     callbacks.append(("stop_on_non_finite", _StopOnNonFinite()))
-    if estimator.lr_schedule == "onecycle":
+    if options["lr_schedule"] == "onecycle":
         callbacks.append(("lr_schedule", OneCycleSchedule()))
     # User callbacks run before early stopping so they also see the last epoch.
-    for index, callback in enumerate(estimator.callbacks or []):
+    for index, callback in enumerate(options["callbacks"] or []):
         callbacks.append(callback if isinstance(callback, tuple) else (f"user_callback_{index}", callback))
-    if estimator.early_stopping:
-        callbacks.append(
-            ("early_stopping", EarlyStopping(monitor="valid_loss", patience=estimator.patience, load_best=True))
-        )
-    if estimator.verbose and not (distributed and torch.distributed.get_rank() != 0):
+    if options["early_stopping"]:
+        patience = options["early_stopping"]["patience"]
+        callbacks.append(("early_stopping", EarlyStopping(monitor="valid_loss", patience=patience, load_best=True)))
+    if verbose and not (distributed and torch.distributed.get_rank() != 0):
         callbacks.append(("progress_bar", ProgressBar()))
     return callbacks
 
 
-def _context_loaders(estimator, seed):
+def _context_loaders(options, params, seed):
     """Loader settings that subsample each measure to ``context_size`` points (none without it)."""
-    if estimator.context_size is None:
+    if options["context_size"] is None:
         return {}
-    paired = estimator.loss == "mse"
+    paired = params.get("criterion__name") == "mse"
+    size = options["context_size"]
     return {
-        "iterator_train__collate_fn": ContextSubsample(estimator.context_size, seed + 4, paired=paired),
-        "iterator_valid__collate_fn": ContextSubsample(estimator.context_size, seed + 5, paired=paired, fresh=False),
+        "iterator_train__collate_fn": ContextSubsample(size, seed + 4, paired=paired),
+        "iterator_valid__collate_fn": ContextSubsample(size, seed + 5, paired=paired, fresh=False),
     }
 
 
-def _train_split(estimator, seed):
-    if not estimator.early_stopping:
+def _train_split(options, seed):
+    if not options["early_stopping"]:
         return None
-    return ValidSplit(estimator.validation_fraction, stratified=False, random_state=seed)
+    return ValidSplit(options["early_stopping"]["validation_fraction"], stratified=False, random_state=seed)
 
 
-def build_net(estimator, n_features_in, n_features_out, device, seed, *, distributed=False, checkpoint=None):
-    """The skorch net that trains ``estimator``'s transformer (not yet initialised).
+def _split_options(params):
+    """``params`` as (skorch's keyword arguments, this package's training options)."""
+    options = {name: params.get(name) for name in _TRAINING_OPTIONS}
+    return {name: value for name, value in params.items() if name not in _TRAINING_OPTIONS}, options
 
+
+def build_net(params, n_features_in, n_features_out, device, seed, *, distributed=False, checkpoint=None):
+    """The skorch net that trains a :class:`MeasureTransformer` (not yet initialised).
+
+    ``params`` are the keyword arguments an estimator derives from its
+    hyper-parameters: skorch's own (``module__*``, ``criterion__*``, ``lr``,
+    ``optimizer__*``, ``batch_size``, ``max_epochs``, ``iterator_train__*``,
+    ``verbose``) and the training options ``callbacks``, ``lr_schedule``,
+    ``early_stopping`` (None or ``{"patience", "validation_fraction"}``) and
+    ``context_size``. ``seed`` seeds the network's private random streams.
     With ``distributed``, on a process group already set up: each process
     trains on its shard of the measures and the gradients are averaged.
     ``checkpoint`` is a callback that goes last, after every other.
     """
+    skorch_params, options = _split_options(params)
+    on_first_process = not (distributed and torch.distributed.get_rank() != 0)
+    verbose = skorch_params.pop("verbose", 0)
     net = _MeasureNet(
         MeasureTransformer,
+        criterion=MeasureLoss,
+        optimizer=torch.optim.AdamW,
+        **skorch_params,
+        verbose=verbose if on_first_process else 0,
         module__n_features_in=n_features_in,
         module__n_features_out=n_features_out,
-        module__d_model=estimator.d_model,
-        module__n_heads=estimator.n_heads,
-        module__n_layers=estimator.n_layers,
-        module__dim_feedforward=estimator.dim_feedforward,
-        module__dropout=estimator.dropout,
-        module__kernel=estimator.kernel,
-        module__kernel_params=estimator.kernel_params,
-        module__norm_first=estimator.norm == "pre",
-        module__attention_backend=estimator.attention_backend,
         # Private generators for weights, dropout, shuffling and loss
         # projections: torch's global generator is shared by every thread.
         module__random_state=seed,
-        criterion=MeasureLoss,
-        criterion__name=estimator.loss,
-        **{f"criterion__{key}": value for key, value in _criterion_params(estimator, seed).items()},
-        optimizer=torch.optim.AdamW,
-        lr=estimator.lr,
-        optimizer__weight_decay=estimator.weight_decay,
-        batch_size=estimator.batch_size,
-        max_epochs=estimator.max_epochs,
-        train_split=_train_split(estimator, seed),
-        iterator_train__shuffle=estimator.shuffle,
-        **_context_loaders(estimator, seed),
-        callbacks=_callbacks(estimator, distributed) + ([("checkpoint", checkpoint)] if checkpoint else []),
+        **_criterion_generator(skorch_params, seed),
+        train_split=_train_split(options, seed),
+        **_context_loaders(options, skorch_params, seed),
+        callbacks=_callbacks(options, verbose, distributed) + ([("checkpoint", checkpoint)] if checkpoint else []),
         device=device,
-        verbose=estimator.verbose if not (distributed and torch.distributed.get_rank() != 0) else 0,
     )
     net.loader_seed = seed
     net.distributed = distributed
+    net.training_params = freeze_params(params)
     return net
 
 
-# What a warm start (or partial_fit) may change on a fitted net, and what it may
-# not. The network, its kernel, the fitted data transforms, the device and the
-# seeds of its private random streams are fixed by the fit that made the net;
-# the optimiser's settings, the batches, the epochs, the loss and the callbacks
-# (early stopping and progress output included) apply to each continued fit.
-FIXED_BY_FIRST_FIT = (
-    "kernel", "kernel_params", "transform", "d_model", "n_heads", "n_layers", "dim_feedforward", "norm",
-    "dropout", "attention_backend", "random_state", "shuffle", "distributed", "context_size",
-)
-APPLIED_ON_WARM_START = (
-    "lr", "weight_decay", "batch_size", "max_epochs", "early_stopping", "validation_fraction", "patience",
-    "callbacks", "verbose", "loss", "loss_params", "lr_schedule",
-)
+def restore_checkpoint(net):
+    """Put the checkpoint a fresh fit resumes from into its initialised ``net``."""
+    dict(net.callbacks_)["checkpoint"].restore(net)
+
+
+def finish_training(net):
+    """The trained ``net`` as the fitted model keeps it: in one process, without the
+    callbacks that only training needs (gradient averaging, checkpoint writing)."""
+    net.distributed = False
+    net.callbacks_ = [(name, cb) for name, cb in net.callbacks_ if name not in _TRAINING_ONLY_CALLBACKS]
+    net.callbacks = [cb for cb in net.callbacks if not (isinstance(cb, tuple) and cb[0] in _TRAINING_ONLY_CALLBACKS)]
+    return net
 
 
 def freeze_params(params):
@@ -624,35 +631,37 @@ def same_params(a, b):
         return False
 
 
-def update_net(net, estimator, before, seed):
-    """Apply the training settings of ``estimator`` to its fitted ``net`` in place.
+def update_net(net, params):
+    """Apply the net parameters of a continued fit (see :func:`build_net`) to its fitted ``net``.
 
-    ``before`` is the frozen snapshot of the parameters of the last fit (None
-    when unknown). The
-    optimiser keeps its state (learning rate and weight decay are set on its
-    parameter groups); the criterion and the callbacks are rebuilt only when
-    their parameters changed, so an unchanged warm start continues exactly.
+    The optimiser keeps its state (the learning rate and the optimiser's
+    settings are set on its parameter groups); the criterion and the callbacks
+    are rebuilt only when their parameters changed since the net was built or
+    last updated, so an unchanged warm start continues exactly.
     """
-    now = freeze_params(estimator.get_params(deep=False))
-    if before is None:  # unknown (an estimator pickled before this was recorded): apply everything
-        changed = set(APPLIED_ON_WARM_START)
-    else:
-        changed = {name for name in APPLIED_ON_WARM_START if not same_params(before.get(name), now.get(name))}
-    net.set_params(lr=estimator.lr, optimizer__weight_decay=estimator.weight_decay)
-    net.batch_size = estimator.batch_size
-    net.max_epochs = estimator.max_epochs
-    net.verbose = estimator.verbose
-    if changed & {"loss", "loss_params"}:
+    before = getattr(net, "training_params", None)  # None: a net pickled before nets recorded them
+    now = freeze_params(params)
+    changed = set(now) if before is None else {
+        name for name in set(now) | set(before) if not same_params(before.get(name), now.get(name))
+    }
+    skorch_params, options = _split_options(params)
+    net.set_params(**{name: value for name, value in skorch_params.items()
+                      if name == "lr" or name.startswith("optimizer__")})
+    net.batch_size = skorch_params["batch_size"]
+    net.max_epochs = skorch_params["max_epochs"]
+    net.verbose = skorch_params["verbose"]
+    if any(name.startswith("criterion__") for name in changed):
         for attribute in [name for name in vars(net) if name.startswith("criterion__")]:
             delattr(net, attribute)
-        net.criterion__name = estimator.loss
-        for key, value in _criterion_params(estimator, seed).items():
-            setattr(net, f"criterion__{key}", value)
+        criterion = {name: value for name, value in skorch_params.items() if name.startswith("criterion__")}
+        for name, value in {**criterion, **_criterion_generator(criterion, net.loader_seed)}.items():
+            setattr(net, name, value)
         net.initialize_criterion()
-    if changed & {"callbacks", "early_stopping", "patience", "validation_fraction", "verbose", "lr_schedule"}:
-        net.callbacks = _callbacks(estimator)
-        net.train_split = _train_split(estimator, seed)
+    if changed & {*_TRAINING_OPTIONS, "verbose"}:
+        net.callbacks = _callbacks(options, net.verbose)
+        net.train_split = _train_split(options, net.loader_seed)
         net.initialize_callbacks()
+    net.training_params = now
     return net
 
 
