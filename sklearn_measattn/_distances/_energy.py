@@ -31,6 +31,8 @@ through it raises); use ``backend="reference"`` for that.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -38,35 +40,42 @@ from torch.autograd.function import once_differentiable
 
 from .._extension import fused_unavailable_reason
 
-BACKENDS = ("auto", "fused", "chunked", "reference")
-
 # Distances held at a time by the chunked backend: 2**22 values (16 MiB in
 # float32) per block, whatever N and M.
 BLOCK_ELEMENTS = 2**22
 
 
-def check_backend(backend):
-    """One of :data:`BACKENDS`."""
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
-    return backend
+@dataclass(frozen=True)
+class _Backend:
+    """One way to compute the energy distance.
+
+    ``supports(x)`` returns why the backend cannot run tensors like ``x``
+    (device, dtype), or ``None``; ``unavailable()`` why it cannot run on this
+    machine at all (no compiled kernels), or ``None``; ``moment(x, y, w, beta,
+    want_grad)`` computes the weighted row sums of the distances and their
+    gradients (``None``: the dense formula through autograd).
+    """
+
+    name: str
+    supports: Callable
+    moment: Callable | None
+    unavailable: Callable = lambda: None
 
 
 def resolve_backend(backend, x):
     """The backend that ``backend="auto"`` (or an explicit name) runs for tensor ``x``."""
-    check_backend(backend)
-    fusable = x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64)
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}.")
     if backend == "auto":
-        return "fused" if fusable and fused_unavailable_reason() is None else "chunked"
-    if backend == "fused":
-        if not fusable:
-            raise ValueError(
-                f"backend='fused' runs float32 or float64 tensors on the CPU, got {x.dtype} on {x.device}; "
-                "use backend='auto' or 'chunked'."
-            )
-        reason = fused_unavailable_reason()
-        if reason is not None:
-            raise RuntimeError(f"backend='fused' is unavailable here: {reason}. Use backend='auto' or 'chunked'.")
+        return next(name for name in AUTO_PREFERENCE
+                    if _RECORDS[name].supports(x) is None and _RECORDS[name].unavailable() is None)
+    record = _RECORDS[backend]
+    why = record.supports(x)
+    if why is not None:
+        raise ValueError(f"backend={backend!r} {why}; use backend='auto' or 'chunked'.")
+    reason = record.unavailable()
+    if reason is not None:
+        raise RuntimeError(f"backend={backend!r} is unavailable here: {reason}. Use backend='auto' or 'chunked'.")
     return backend
 
 
@@ -87,7 +96,7 @@ class _EnergyDistance(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, y, a, b, beta, backend):
         need_x, need_y = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        moment = _fused_moment if backend == "fused" else _chunked_moment
+        moment = _RECORDS[backend].moment
         cross_rows, cross_grad = moment(x, y, b, beta, need_x)
         self_x_rows, self_x_grad = moment(x, x, a, beta, need_x)
         self_y_rows, self_y_grad = moment(y, y, b, beta, need_y)
@@ -166,6 +175,23 @@ def reference_energy_distance(x, a, y, b, beta):
 
     return 2.0 * moment(x, a, y, b) - moment(x, a, x, a) - moment(y, b, y, b)
 
+
+
+def _cpu_float(x):
+    if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
+        return None
+    return f"runs float32 or float64 tensors on the CPU, got {x.dtype} on {x.device}"
+
+
+_RECORDS = {record.name: record for record in (
+    _Backend("fused", _cpu_float, _fused_moment, fused_unavailable_reason),
+    _Backend("chunked", lambda x: None, _chunked_moment),
+    _Backend("reference", lambda x: None, None),
+)}
+#: What ``backend="auto"`` tries, in order: the first that runs the tensors here.
+AUTO_PREFERENCE = ("fused", "chunked")
+#: The names ``backend`` takes.
+BACKENDS = ("auto", *_RECORDS)
 
 def energy_distance_batch(x, a, y, b, beta, *, backend="auto"):
     """``2 E|X - Y|^beta - E|X - X'|^beta - E|Y - Y'|^beta`` per sample.
