@@ -343,6 +343,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "verbose": _APPLIED, "early_stopping": _APPLIED, "validation_fraction": _APPLIED, "patience": _APPLIED,
         "score_space": _UNRELATED, "warm_start": _UNRELATED, "checkpoint_dir": _UNRELATED,
     }
+    #: What a fit that resumes from its checkpoint may change: how it reports, where it runs and
+    #: checkpoints; any other difference means the checkpoint belongs to another fit.
+    _free_on_resume = ("verbose", "callbacks", "checkpoint_dir", "device")
 
     def __init__(
         self,
@@ -565,7 +568,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         fingerprint = resume = None
         if self.checkpoint_dir is not None:
             fingerprint = data_fingerprint(X, x_weights, y, y_weights)
-            resume = find_checkpoint(self, fingerprint)
+            resume = find_checkpoint(self, fingerprint, free_to_change=self._free_on_resume)
         if resume is None:
             transform_X = make_transform(self.transform)
             transform_y = make_transform(self.transform)

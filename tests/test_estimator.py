@@ -353,6 +353,7 @@ def test_every_parameter_has_one_continued_fit_rule_and_the_docs_and_errors_foll
     rules = MeasureTransformerRegressor._continued_fit
     assert set(rules) == set(MeasureTransformerRegressor._parameter_constraints)
     assert set(rules) == set(MeasureTransformerRegressor().get_params(deep=False))
+    assert set(MeasureTransformerRegressor._free_on_resume) < set(rules)
     doc = MeasureTransformerRegressor.__doc__
     assert "APPLIED_ON_A_CONTINUED_FIT" not in doc and "FIXED_BY_THE_FIRST_FIT" not in doc
     for name, rule in rules.items():

@@ -33,10 +33,6 @@ from .._persistence import (
 from ._context import ContextSubsample
 
 CHECKPOINT_FILE = "checkpoint.safetensors"
-# What a resumed fit may change: how it reports, where it runs, where it checkpoints.
-_FREE_TO_CHANGE = ("verbose", "callbacks", "checkpoint_dir", "device")
-
-
 def checkpoint_path(directory):
     """The checkpoint file in ``directory``."""
     return os.path.join(os.fspath(directory), CHECKPOINT_FILE)
@@ -66,21 +62,22 @@ def data_fingerprint(X, x_weights, y, y_weights):
     return {"X": digest(X, x_weights), "y": digest(y, y_weights)}
 
 
-def _comparable(params):
-    return {name: value for name, value in params.items() if name not in _FREE_TO_CHANGE}
-
-
-def find_checkpoint(estimator, fingerprint):
+def find_checkpoint(estimator, fingerprint, *, free_to_change):
     """``(tensors, metadata)`` of the checkpoint of this fit in ``estimator.checkpoint_dir``, or None.
 
-    A checkpoint of another fit (other parameters or data) raises a
-    ``ValueError`` that names the differences: a resume never mixes two fits.
+    A checkpoint of another fit (other parameters, except those named in
+    ``free_to_change``, or other data) raises a ``ValueError`` that names the
+    differences: a resume never mixes two fits.
     """
     path = checkpoint_path(estimator.checkpoint_dir)
     if not os.path.exists(path):
         return None
     tensors, metadata = read_state(path, expected=CHECKPOINT_FORMAT)
-    saved, now = _comparable(metadata["params"]), _comparable(estimator_params_as_data(estimator))
+
+    def comparable(params):
+        return {name: value for name, value in params.items() if name not in free_to_change}
+
+    saved, now = comparable(metadata["params"]), comparable(estimator_params_as_data(estimator))
     differences = [f"{name}={saved.get(name)!r} in the checkpoint, {now.get(name)!r} now"
                    for name in sorted(set(saved) | set(now)) if saved.get(name) != now.get(name)]
     for name in ("X", "y"):
