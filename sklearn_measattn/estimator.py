@@ -17,7 +17,6 @@ from ._persistence import VersionStampMixin, estimator_params_as_data
 from ._training import (  # checkpoints
     CheckpointEveryEpoch,
     StopTraining,
-    TrainingInterrupted,
     announce_resume,
     as_batch,
     batches,
@@ -34,7 +33,6 @@ from ._training import (  # checkpoints
     distributed_device,
     evaluation,
     find_checkpoint,
-    finish_training,
     fit_transform_points,
     freeze_params,
     make_transform,
@@ -42,11 +40,10 @@ from ._training import (  # checkpoints
     probe_loss,
     remove_stale_writes,
     resolve_device,
-    restore_checkpoint,
     resumed_transforms,
     same_params,
-    schedule_epochs,
     targets_from_network,
+    train_net,
     transform_points,
     update_net,
 )
@@ -628,38 +625,11 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         # A failed fit leaves the estimator unfitted, never half-fitted.
         for attribute in (*_FITTED_ATTRIBUTES, "_fitted_params"):
             self.__dict__.pop(attribute, None)
-        total = (len(net.history) if start.resumed else 0) + (epochs or self.max_epochs)
         params = freeze_params(self.get_params(deep=False))
-        targets = start.y_model.astype(np.float32)
-        try:
-            if start.resumed:
-                update_net(net, self._net_params())
-                schedule_epochs(net, len(net.history), epochs or self.max_epochs)
-                net.partial_fit(start.inputs, targets, epochs=epochs)
-            elif start.checkpoint is not None:
-                net.initialize()
-                restore_checkpoint(net)
-                if not start.checkpoint[1]["finished"]:
-                    # Zero epochs left still ends training as an uninterrupted fit does (early stopping's best weights).
-                    net.partial_fit(start.inputs, targets, epochs=max(self.max_epochs - len(net.history), 0))
-            elif epochs is not None:
-                schedule_epochs(net, 0, epochs)
-                net.initialize()
-                net.partial_fit(start.inputs, targets, epochs=epochs)
-            else:
-                net.fit(start.inputs, targets)
-        except (TrainingInterrupted, KeyboardInterrupt) as exc:
-            # skorch would swallow Ctrl-C and leave a half-trained net that looks
-            # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
-            # (A KeyboardInterrupt outside skorch's loop, e.g. in on_train_begin or
-            # on_train_end, arrives here unwrapped.)
-            origin = exc.args[0] if isinstance(exc, TrainingInterrupted) and exc.args else ""
-            raise KeyboardInterrupt(
-                f"Training interrupted at epoch {len(net.history)} of {total}{origin}; the "
-                "estimator is left unfitted."
-            ) from None
-
-        finish_training(net)  # it predicts, pickles and scores in a single process
+        if start.resumed:
+            update_net(net, self._net_params())
+        train_net(net, start.inputs, start.y_model.astype(np.float32), epochs=epochs, max_epochs=self.max_epochs,
+                  continued=start.resumed, resume=start.checkpoint)
         # Only now, after training succeeded, does the estimator become fitted.
         self.net_ = net
         self.transform_X_ = start.transform_X

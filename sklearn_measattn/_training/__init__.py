@@ -44,6 +44,7 @@ from ._net import (
     restore_checkpoint,
     same_params,
     schedule_epochs,
+    train_net,
     transform_points,
     update_net,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "subsampled_context",
     "targets_from_network",
     "TrainingInterrupted",
+    "train_net",
     "transform_points",
     "update_net",
 ]

@@ -585,6 +585,43 @@ def build_net(params, n_features_in, n_features_out, device, seed, *, distribute
     return net
 
 
+def train_net(net, inputs, targets, *, epochs, max_epochs, continued, resume=None):
+    """Train ``net`` on a batch dict and targets; the trained net, as :func:`finish_training` leaves it.
+
+    ``epochs`` more epochs (``None``: ``max_epochs``): from where a fitted net
+    stands when ``continued``, from the checkpoint ``resume`` (``(tensors,
+    metadata)``) of an interrupted fit, else from a fresh initialisation. An
+    interrupt anywhere in it raises ``KeyboardInterrupt`` saying at which epoch.
+    """
+    total = (len(net.history) if continued else 0) + (epochs or max_epochs)
+    try:
+        if continued:
+            schedule_epochs(net, len(net.history), epochs or max_epochs)
+            net.partial_fit(inputs, targets, epochs=epochs)
+        elif resume is not None:
+            net.initialize()
+            restore_checkpoint(net)
+            if not resume[1]["finished"]:
+                # Zero epochs left still ends training as an uninterrupted fit does (early stopping's best weights).
+                net.partial_fit(inputs, targets, epochs=max(max_epochs - len(net.history), 0))
+        elif epochs is not None:
+            schedule_epochs(net, 0, epochs)
+            net.initialize()
+            net.partial_fit(inputs, targets, epochs=epochs)
+        else:
+            net.fit(inputs, targets)
+    except (TrainingInterrupted, KeyboardInterrupt) as exc:
+        # skorch would swallow Ctrl-C and leave a half-trained net that looks
+        # fitted; a scikit-learn estimator (and a GridSearchCV around it) stops.
+        # (A KeyboardInterrupt outside skorch's loop, e.g. in on_train_begin or
+        # on_train_end, arrives here unwrapped.)
+        origin = exc.args[0] if isinstance(exc, TrainingInterrupted) and exc.args else ""
+        raise KeyboardInterrupt(
+            f"Training interrupted at epoch {len(net.history)} of {total}{origin}; the estimator is left unfitted."
+        ) from None
+    return finish_training(net)
+
+
 def restore_checkpoint(net):
     """Put the checkpoint a fresh fit resumes from into its initialised ``net``."""
     dict(net.callbacks_)["checkpoint"].restore(net)
