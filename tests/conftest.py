@@ -12,21 +12,35 @@ Fixtures shared by the test files:
 - ``seeded_tiny_params``: the tiny regressor seeded (``random_state=0``), two
   epochs of batches of eight;
 - ``data``: twelve small measure pairs to train on;
-- ``clouds``: a few small point clouds for metrics at extreme scales.
+- ``clouds``: a few small point clouds for metrics at extreme scales;
+- ``qkv``: the factory of random attention inputs, :func:`make_qkv`
+  (``q, k, v = qkv((batch, heads, n_queries, d_head), seed=3)``); a module-level
+  table, which no fixture reaches, imports it: ``from tests.conftest import make_qkv``
+  (pytest imports this file as ``tests.conftest``).
 
 A test file that needs another size overrides these explicitly
 (``{**tiny_network, "n_layers": 3}``); the fixtures are read-only mappings, so
 no test can change them for the next.
 
-Tests marked ``slow`` (worker processes, compilers, subprocesses) are skipped by
-the fast inner loop ``pytest -m "not slow"``; CI runs everything.
+Markers (registered in ``pyproject.toml``):
+
+- ``slow`` (worker processes, compilers, subprocesses): skipped by the fast inner
+  loop ``pytest -m "not slow"``; CI runs everything;
+- ``gpu``: needs a CUDA GPU; skipped, with the reason, where torch sees none;
+- ``fused``: needs the compiled CPU kernels; skipped, with the reason, where
+  :func:`fused_skip_reason` says they cannot be built (not Linux, no C++ compiler,
+  ``MEASATTN_FUSED=0``). A machine that passes those checks but fails the build
+  fails these tests rather than skipping them.
 """
 
 import os
+import shutil
+import sys
 from types import MappingProxyType
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import settings
 
 # tests/data holds inputs: models pickled by an earlier version and the script that made them
@@ -35,6 +49,61 @@ collect_ignore_glob = ["data/*"]
 settings.register_profile("deterministic", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
+
+
+def fused_skip_reason():
+    """Why the fused CPU kernels cannot be built here, or ``None`` when they can.
+
+    The loader's own preconditions (``MEASATTN_FUSED`` not disabling them, Linux,
+    the compiler ``$CXX`` or ``c++`` on the ``PATH``), checked without building
+    anything, so collection stays fast.
+    """
+    if os.environ.get("MEASATTN_FUSED", "1").strip() in ("0", "false", "False", "no"):
+        return "needs the fused CPU kernels, which MEASATTN_FUSED=0 disables"
+    if not sys.platform.startswith("linux"):
+        return f"needs the fused CPU kernels, which are built on Linux only (this is {sys.platform})"
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
+        return "needs the fused CPU kernels, which need a C++ compiler (c++, or $CXX) to build"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip the tests marked ``gpu`` or ``fused`` where their hardware or build is missing."""
+    checks = {
+        "gpu": lambda: None if torch.cuda.is_available() else "needs a CUDA GPU (torch sees none)",
+        "fused": fused_skip_reason,
+    }
+    reasons = {}
+    for item in items:
+        for name, check in checks.items():
+            if item.get_closest_marker(name) is None:
+                continue
+            if name not in reasons:  # checked once, and only when some test needs it
+                reasons[name] = check()
+            if reasons[name] is not None:
+                item.add_marker(pytest.mark.skip(reason=reasons[name]))
+
+
+def make_qkv(shape, seed=0, dtype=torch.float32, scale=1.0, requires_grad=False, n_keys=None, d_value=None, device="cpu"):
+    """Random queries, keys and values ``(q, k, v)`` for the attention tests.
+
+    ``shape`` is the queries' ``(batch, heads, n_queries, d_head)``; the keys have
+    ``n_keys`` points (default ``n_queries``) and the values ``d_value`` features
+    (default ``d_head``). The entries are standard normal, drawn in the order q, k, v
+    from one ``torch.Generator`` seeded with ``seed``, directly in ``dtype`` and on
+    the CPU (the same numbers on every machine), then moved to ``device``. ``scale``
+    multiplies the queries and keys (the scores grow as ``scale**2``), not the values.
+    With ``requires_grad`` the three are leaves that record gradients.
+    """
+    batch, heads, n_queries, d_head = shape
+    n_keys = n_queries if n_keys is None else n_keys
+    d_value = d_head if d_value is None else d_value
+    generator = torch.Generator().manual_seed(seed)
+    shapes = [(batch, heads, n_queries, d_head), (batch, heads, n_keys, d_head), (batch, heads, n_keys, d_value)]
+    q, k, v = (torch.randn(s, generator=generator, dtype=dtype) for s in shapes)
+    if scale != 1.0:
+        q, k = scale * q, scale * k
+    return tuple(t.to(device).requires_grad_(requires_grad) for t in (q, k, v))
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +130,13 @@ def data():
     from sklearn_measattn.datasets import make_matrix_inverse  # here: a broken package fails its tests, not collection
 
     return make_matrix_inverse(n_samples=12, n_points=16, tail="student_t", tail_index=2.0, random_state=0)
+
+
+@pytest.fixture(scope="session")
+def qkv():
+    """The factory :func:`make_qkv`: ``qkv(shape, seed=0, dtype=torch.float32, scale=1.0,
+    requires_grad=False, n_keys=None, d_value=None, device="cpu")``."""
+    return make_qkv
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from sklearn_measattn.__main__ import main
+from sklearn_measattn.datasets import load_measures
 from sklearn_measattn.metrics import (
     ATTENTION_ESS_THRESHOLD,
     CORRELATION_THRESHOLD,
@@ -50,7 +51,7 @@ def _exit_code(argv):
         (["diagnose", "/no/such/file.npy"], "No such file"),
         (["diagnose", "/no/such/file.npy", "--out", "/no/such/folder/d.csv"], "does not exist"),
         (["diagnose", "measures.npy", "--kernels", "gaussian_rbf"], "invalid choice: 'gaussian_rbf'"),
-        (["diagnose", "measures.npy", "--n-tail", "many"], "--n-tail takes sqrt"),
+        (["diagnose", "measures.npy", "--n-tail", "many"], "argument --n-tail: takes sqrt"),
         ([], "required"),
     ],
 )
@@ -332,7 +333,7 @@ def captured_inputs(monkeypatch):
         seen["X"], seen["y"] = X, y
         raise _Captured
 
-    monkeypatch.setattr("sklearn_measattn.cli._commands.compare_kernels_on_data", fake)
+    monkeypatch.setattr("sklearn_measattn.cli.compare.compare_kernels_on_data", fake)
     return seen
 
 
@@ -362,20 +363,7 @@ def test_compare_pairs_two_tables_by_measure_name(tmp_path, captured_inputs, cap
     assert "--y:" in err and "'m7'" in err and "'extra'" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(
-    "argv, files, expected",
-    [
-        (["diagnose", "{t}"], {"t": "cloud,x\na,1\n"}, "--group-column"),
-        (["diagnose", "{t}", "--key", "X"], {"t": "measure,x\na,1\n"}, "--key selects"),
-        (["diagnose", "{t}"], {"t": "measure,x,y\na,1,\n"}, "an empty cell, a missing value"),
-        (["diagnose", "{t}"], {"t": "measure,x,y\na,1,b\n"}, "--feature-columns to leave"),
-        (["compare", "--data", "{a}", "--y", "{t}", "--y-feature-columns", "q", *_TINY],
-         {"a": "npz", "t": "measure,x\na,1\n"}, "--y: t.csv has no feature column(s) ['q']"),
-        (["compare", "--data", "{a}", "--y", "{b}", *_TINY], {"a": "npz", "b": "npz-without-y"}, "--y-key"),
-    ],
-    ids=["no-group-column", "key-for-a-table", "empty-cell", "text-cell", "y-feature-columns", "npz-key"],
-)
-def test_loader_errors_name_the_command_line_options(tmp_path, capsys, argv, files, expected):
+def _write_files(tmp_path, files):
     paths = {}
     for name, content in files.items():
         if content == "npz":
@@ -387,10 +375,45 @@ def test_loader_errors_name_the_command_line_options(tmp_path, capsys, argv, fil
         else:
             paths[name] = tmp_path / f"{name}.csv"
             paths[name].write_text(content)
+    return paths
+
+
+@pytest.mark.parametrize(
+    "argv, files, expected",
+    [
+        (["diagnose", "{t}"], {"t": "cloud,x\na,1\n"}, "name that column with --group-column"),
+        (["diagnose", "{t}", "--group-column", "cell"], {"t": "cloud,x\na,1\n"},
+         "argument --group-column: t.csv (FILE) has no column 'cell'"),
+        (["diagnose", "{t}", "--key", "X"], {"t": "measure,x\na,1\n"},
+         "argument --key: selects an array inside an .npz archive"),
+        (["diagnose", "{t}", "--feature-columns", "x", "measure"], {"t": "measure,x\na,1\n"},
+         "argument --feature-columns: 'measure' is the column naming the measures"),
+        (["compare", "--data", "{a}", "--y", "{t}", "--y-feature-columns", "q", *_TINY],
+         {"a": "npz", "t": "measure,x\na,1\n"}, "argument --y-feature-columns: t.csv (--y) has no column(s) ['q']"),
+        (["compare", "--data", "{a}", "--y", "{b}", *_TINY], {"a": "npz", "b": "npz-without-y"}, "choose one with --y-key"),
+        (["compare", "--data", "{a}", "--y", "{a}", "--y-key", "z", *_TINY], {"a": "npz"},
+         "argument --y-key: a.npz has no array 'z'"),
+        (["compare", "--data", "{a}", "--group-column", "cell", *_TINY], {"a": "npz"},
+         "argument --group-column: applies to CSV/TSV tables"),
+    ],
+    ids=["no-group-column", "wrong-group-column", "key-for-a-table", "group-as-feature", "y-feature-columns",
+         "npz-without-default", "npz-key", "group-column-for-an-archive"],
+)
+def test_options_that_do_not_fit_their_file_are_refused_naming_the_option(tmp_path, capsys, argv, files, expected):
+    paths = _write_files(tmp_path, files)
     assert _exit_code([arg.format(**paths) for arg in argv]) == 2
     err = capsys.readouterr().err
     assert expected in err
     assert not re.search(r"\b(group_column|feature_columns|key)=", err), err
+
+
+@pytest.mark.parametrize("table", ["measure,x,y\na,1,\n", "measure,x,y\na,1,b\n"], ids=["empty-cell", "text-cell"])
+def test_a_file_the_loader_refuses_keeps_its_message_after_the_files_option(tmp_path, capsys, table):
+    path = _write_files(tmp_path, {"t": table})["t"]
+    with pytest.raises((ValueError, TypeError)) as api:
+        load_measures(path)
+    assert _exit_code(["diagnose", str(path)]) == 2
+    assert f"argument FILE: {api.value}" in capsys.readouterr().err
 
 
 def test_a_missing_file_is_a_usage_error(tmp_path, capsys):

@@ -11,7 +11,10 @@ import pytest
 
 from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.__main__ import main
+from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS, estimator_params
+from sklearn_measattn.cli._main import build_parser
 from sklearn_measattn.datasets import load_measures, make_matrix_inverse
+from sklearn_measattn.kernels import ALL_KERNEL_NAMES
 
 # The command line's option for each estimator parameter the tests below set.
 OPTIONS = {"max_epochs": "--epochs", "d_model": "--d-model", "n_heads": "--n-heads", "n_layers": "--n-layers",
@@ -249,3 +252,47 @@ def test_fit_with_a_subsampled_context_equals_the_python_api(files, tmp_path, sm
     assert loaded.context_size == 8
     expected = MeasureTransformerRegressor(**small_params, context_size=8).fit(X, y).predict(X)
     np.testing.assert_allclose(loaded.predict(X), expected, rtol=1e-6, atol=1e-9)
+
+
+def test_every_fit_option_of_the_table_sets_a_real_estimator_parameter(capsys):
+    defaults = MeasureTransformerRegressor().get_params()
+    constraints = MeasureTransformerRegressor._parameter_constraints
+    assert len({option.flag for option in ESTIMATOR_OPTIONS}) == len(ESTIMATOR_OPTIONS)
+    assert len({option.parameter for option in ESTIMATOR_OPTIONS}) == len(ESTIMATOR_OPTIONS)
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    help_text = capsys.readouterr().out
+    for option in ESTIMATOR_OPTIONS:
+        assert option.parameter in defaults and option.parameter in constraints, option
+        assert option.flag in help_text, option
+
+
+def test_fit_takes_every_kernel_name_the_library_takes():
+    parser = build_parser()
+    for kernel in ALL_KERNEL_NAMES:
+        args = parser.parse_args(["fit", "--data", "X.npy", "--y", "y.npy", "--save", "m.safetensors",
+                                  "--kernel", kernel])
+        assert estimator_params(args, parser)["kernel"] == kernel
+
+
+@pytest.mark.parametrize("option, value, params", [("--seed", "-1", {"random_state": -1}),
+                                                   ("--device", "nonsense", {"device": "nonsense"})])
+def test_a_value_the_estimator_refuses_is_reported_naming_the_option_before_any_work(
+        option, value, params, files, tmp_path, capsys, monkeypatch):
+    folder, X, y, _, _ = files
+    with pytest.raises(ValueError) as api:
+        MeasureTransformerRegressor(**params).fit(X, y)
+    monkeypatch.setattr(MeasureTransformerRegressor, "fit", lambda *a, **k: pytest.fail("trained on bad arguments"))
+    code, err = _exit(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
+                       str(tmp_path / "m.safetensors"), option, value], capsys)
+    assert code == 2 and "usage:" in err
+    assert f"argument {option}: {api.value}" in err, err
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_predict_batch_size_runs_the_estimators_predict(files, saved, tmp_path):
+    folder, X, _, _, _ = files
+    out = tmp_path / "p.npy"
+    assert main(["predict", str(saved), "--data", str(folder / "X.npy"), "--batch-size", "3", "--out", str(out),
+                 "--quiet"]) == 0
+    np.testing.assert_allclose(np.load(out), load_model(saved).predict(X), rtol=1e-6, atol=1e-9)
