@@ -8,7 +8,6 @@ ragged list of ``(n_points_i, n_features)`` arrays, which becomes a zero-padded
 from __future__ import annotations
 
 import math
-import numbers
 from numbers import Integral, Real
 
 import numpy as np
@@ -336,20 +335,6 @@ def combine_weights(weights, ragged_weights, shape, input_name):
     # relative to each measure's largest weight first, so a total beyond float64 does not overflow
     weights = weights / weights.max(axis=1, keepdims=True)
     return weights / weights.sum(axis=1, keepdims=True)
-
-
-def check_positive(value, name, *, integer=False, allow_zero=False, allow_none=False):
-    """Check a scalar hyper-parameter; return it (as int when ``integer``)."""
-    if value is None and allow_none:
-        return None
-    kinds = numbers.Integral if integer else numbers.Real
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        kind = "an integer" if integer else "a real number"
-        raise TypeError(f"{name} must be {kind}, got {value!r} of type {type(value).__name__}.")
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be finite and {bound}, got {value!r}.")
-    return int(value) if integer else float(value)
 
 
 # --------------------------------------------------------------------------- #

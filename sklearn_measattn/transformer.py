@@ -4,18 +4,38 @@ from __future__ import annotations
 
 import contextlib
 import math
-import numbers
+from numbers import Integral, Real
 
 import torch
+from sklearn.utils._param_validation import validate_parameter_constraints
 from torch import nn
 
-from ._validation import check_positive
+from ._validation import POSITIVE_INT, Choices, Described, NumberInterval
 from .attention import BACKENDS, log_point_weights, resolve_backend, run_attention
 from .kernels import LEARNED_DEGREE_INITIAL, get_kernel, learned_degree, learned_degree_raw, poly_at_degree
 
 __all__ = ["KernelMultiheadAttention", "MeasureTransformer"]
 
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "tanh": nn.Tanh}
+
+# The kernel and its parameters are checked by get_kernel; that n_heads divides d_model, in the body.
+_ATTENTION_CONSTRAINTS = {"d_model": [POSITIVE_INT], "n_heads": [POSITIVE_INT], "backend": [Choices(BACKENDS)]}
+_TRANSFORMER_CONSTRAINTS = {
+    "n_features_in": [POSITIVE_INT],
+    "n_features_out": [POSITIVE_INT],
+    "d_model": [POSITIVE_INT],
+    "n_heads": [POSITIVE_INT],
+    "n_layers": [NumberInterval(Integral, 0, None, closed="left")],
+    "dim_feedforward": [POSITIVE_INT],
+    "dropout": [NumberInterval(Real, 0, 1, closed="left")],
+    "activation": [Choices(tuple(_ACTIVATIONS))],
+    "attention_backend": [Choices(BACKENDS)],
+    "random_state": [
+        None,
+        Described(NumberInterval(Integral, 0, None, closed="left"), "a non-negative int seed"),
+        Described(torch.Generator, "a torch.Generator"),
+    ],
+}
 
 
 class KernelMultiheadAttention(nn.Module):
@@ -63,15 +83,16 @@ class KernelMultiheadAttention(nn.Module):
 
     def __init__(self, d_model, n_heads, *, kernel="log", kernel_params=None, backend="auto"):
         super().__init__()
-        d_model = check_positive(d_model, "d_model", integer=True)
-        n_heads = check_positive(n_heads, "n_heads", integer=True)
+        validate_parameter_constraints(
+            _ATTENTION_CONSTRAINTS, {"d_model": d_model, "n_heads": n_heads, "backend": backend},
+            caller_name=type(self).__name__,
+        )
+        d_model, n_heads = int(d_model), int(n_heads)
         if d_model % n_heads:
             raise ValueError(
                 f"n_heads={n_heads} must divide d_model={d_model}; pick e.g. "
                 f"n_heads in {[h for h in range(1, d_model + 1) if d_model % h == 0][:8]}."
             )
-        if backend not in BACKENDS:
-            raise ValueError(f"Unknown attention backend {backend!r}; valid choices are {', '.join(map(repr, BACKENDS))}.")
         self._kernel = get_kernel(kernel, **(kernel_params or {}))
         self.n_heads = n_heads
         self.backend = backend
@@ -234,14 +255,10 @@ class _Dropout(nn.Dropout):
 
 
 def _as_generator(random_state):
-    """A private ``torch.Generator`` from an int seed or a generator."""
+    """A private ``torch.Generator`` from a checked int seed or a generator."""
     if isinstance(random_state, torch.Generator):
         return random_state
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool) and random_state >= 0:
-        return torch.Generator().manual_seed(int(random_state))
-    raise TypeError(
-        f"random_state must be None, a non-negative int seed or a torch.Generator, got {random_state!r}."
-    )
+    return torch.Generator().manual_seed(int(random_state))
 
 
 class _KernelTransformerBlock(nn.Module):
@@ -346,17 +363,20 @@ class MeasureTransformer(nn.Module):
         random_state=None,
     ):
         super().__init__()
+        validate_parameter_constraints(
+            _TRANSFORMER_CONSTRAINTS,
+            {
+                "random_state": random_state, "n_features_in": n_features_in, "n_features_out": n_features_out,
+                "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers, "dim_feedforward": dim_feedforward,
+                "dropout": dropout, "activation": activation, "attention_backend": attention_backend,
+            },
+            caller_name=type(self).__name__,
+        )
         generator = None if random_state is None else _as_generator(random_state)
-        n_features_in = check_positive(n_features_in, "n_features_in", integer=True)
-        n_features_out = check_positive(n_features_out, "n_features_out", integer=True)
-        d_model = check_positive(d_model, "d_model", integer=True)
-        n_layers = check_positive(n_layers, "n_layers", integer=True, allow_zero=True)
-        dim_feedforward = check_positive(dim_feedforward, "dim_feedforward", integer=True)
-        dropout = check_positive(dropout, "dropout", allow_zero=True)
-        if dropout >= 1:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout!r}.")
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"Unknown activation {activation!r}; valid choices are {', '.join(map(repr, _ACTIVATIONS))}.")
+        n_features_in, n_features_out, d_model, n_layers, dim_feedforward = (
+            int(size) for size in (n_features_in, n_features_out, d_model, n_layers, dim_feedforward)
+        )
+        dropout = float(dropout)
         # Seeded modules are built without drawing from the global generator
         # (on the meta device, allocated afterwards) and initialised from theirs.
         with torch.device("meta") if generator is not None else contextlib.nullcontext():

@@ -25,6 +25,7 @@ from sklearn.exceptions import NotFittedError, UndefinedMetricWarning
 
 from sklearn_measattn import MeasureTransformerRegressor, SymlogTransformer, datasets, get_kernel, kernel_attention, metrics
 from sklearn_measattn.metrics import attention_ess, get_scorer, make_measure_scorer, wasserstein_distance
+from tests.conftest import make_qkv
 
 RNG = np.random.default_rng(0)
 GOOD = RNG.normal(size=(3, 4, 2))
@@ -349,8 +350,8 @@ for gname, gen in GENERATORS.items():
         ("n_points_zero", dict(n_points=0), raises(r"n_points", ValueError)),
         ("n_features_zero", dict(n_features=0), raises(r"n_features", ValueError)),
         ("n_features_bool", dict(n_features=True), raises(r"n_features", TypeError)),
-        ("tail_unknown", dict(tail="cauchy"), raises(r"tail must", ValueError)),
-        ("tail_type", dict(tail=None), raises(r"tail must", ValueError)),
+        ("tail_unknown", dict(tail="cauchy"), raises(r"'tail' parameter", ValueError)),
+        ("tail_type", dict(tail=None), raises(r"'tail' parameter", ValueError)),
         ("tail_index_zero", dict(tail_index=0.0), raises(r"tail_index", ValueError)),
         ("tail_index_negative", dict(tail_index=-1.5), raises(r"tail_index", ValueError)),
         ("tail_index_nan", dict(tail_index=np.nan), raises(r"tail_index", ValueError)),
@@ -372,8 +373,8 @@ for pname, call, expect in [
     ("scale_range_string", lambda: datasets.make_sheared_swap(**SMALL, scale_range="ab"), raises(r"scale_range", ValueError)),
     ("scale_range_types", lambda: datasets.make_sheared_swap(**SMALL, scale_range=("a", "b")), raises(r"scale_range", TypeError)),
     ("sheared_swap_odd_features", lambda: datasets.make_sheared_swap(**SMALL, n_features=3), raises(r"even", ValueError)),
-    ("load_benchmark_unknown", lambda: datasets.load_benchmark("mnist"), raises(r"unknown benchmark", ValueError)),
-    ("load_benchmark_type", lambda: datasets.load_benchmark(3), raises(r"unknown benchmark", ValueError)),
+    ("load_benchmark_unknown", lambda: datasets.load_benchmark("mnist"), raises(r"'name' parameter of load_benchmark", ValueError)),
+    ("load_benchmark_type", lambda: datasets.load_benchmark(3), raises(r"'name' parameter of load_benchmark", ValueError)),
     ("load_benchmark_bad_kwarg", lambda: datasets.load_benchmark("matrix_inverse", condtion=2.0), raises(r"valid parameters", TypeError)),
     ("load_benchmark_return_params", lambda: datasets.load_benchmark("matrix_inverse", return_params=True), raises(r"return_params", ValueError)),
     ("load_benchmark_wrong_generator_kwarg", lambda: datasets.load_benchmark("sheared_swap", condition=2.0), raises(r"valid parameters", TypeError)),
@@ -384,12 +385,7 @@ for pname, call, expect in [
 # --------------------------------------------------------------------------- #
 # kernel_attention (and get_kernel)
 # --------------------------------------------------------------------------- #
-def _qkv(b=2, h=1, n=5, d=4, dtype=torch.float32):
-    g = torch.Generator().manual_seed(0)
-    return [torch.randn(b, h, n, d, generator=g, dtype=dtype) for _ in range(3)]
-
-
-Q, K, V = _qkv()
+Q, K, V = make_qkv((2, 1, 5, 4))  # module level: the case table below reads them, where no fixture reaches
 KA = kernel_attention
 for pname, call, expect in [
     ("q_numpy", lambda: KA(Q.numpy(), K, V, "log"), raises(r"torch.tensor", TypeError)),
@@ -576,8 +572,8 @@ def test_bad_input(name, call, expect):
 
 
 @pytest.mark.parametrize("which", ["q", "k", "v"])
-def test_kernel_attention_rejects_non_finite(which):
-    q, k, v = _qkv()
+def test_kernel_attention_rejects_non_finite(which, qkv):
+    q, k, v = qkv((2, 1, 5, 4))
     {"q": q, "k": k, "v": v}[which][0, 0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match=r"(?i)nan|finite"):
         kernel_attention(q, k, v, "log")

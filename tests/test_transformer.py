@@ -3,6 +3,7 @@ import pickle
 
 import pytest
 import torch
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
 from sklearn_measattn.transformer import KernelMultiheadAttention, MeasureTransformer
@@ -149,3 +150,30 @@ def test_seeded_module_is_reproducible_and_leaves_the_global_generator_alone():
     assert float(a.embedding.bias.detach().abs().max()) <= 1 / math.sqrt(2)
     with pytest.raises(TypeError, match="random_state"):
         MeasureTransformer(2, 2, random_state="seed")
+
+
+@pytest.mark.parametrize(
+    "build, name, reason",
+    [
+        (lambda: MeasureTransformer(0, 2), "n_features_in", r"\[1, inf\)"),
+        (lambda: MeasureTransformer(2, 2.0), "n_features_out", r"\[1, inf\)"),
+        (lambda: MeasureTransformer(2, 2, d_model=True), "d_model", r"\[1, inf\)"),
+        (lambda: MeasureTransformer(2, 2, n_layers=-1), "n_layers", r"\[0, inf\)"),
+        (lambda: MeasureTransformer(2, 2, dim_feedforward=0), "dim_feedforward", r"\[1, inf\)"),
+        (lambda: MeasureTransformer(2, 2, dropout=1.0), "dropout", r"\[0.0, 1.0\)"),
+        (lambda: MeasureTransformer(2, 2, activation="swish"), "activation", "'gelu', 'relu', 'tanh'"),
+        (lambda: MeasureTransformer(2, 2, attention_backend="cuda"), "attention_backend", "'auto', 'sdpa'"),
+        (lambda: MeasureTransformer(2, 2, random_state=-1), "random_state", "a non-negative int seed"),
+        (lambda: KernelMultiheadAttention(0, 1), "d_model", r"\[1, inf\)"),
+        (lambda: KernelMultiheadAttention(8, 2.0), "n_heads", r"\[1, inf\)"),
+        (lambda: KernelMultiheadAttention(8, 2, backend="cuda"), "backend", "'auto', 'sdpa'"),
+    ],
+)
+def test_bad_arguments_raise_invalid_parameter_error(build, name, reason):
+    with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of \w+ must be .*{reason}"):
+        build()
+
+
+def test_an_empty_stack_of_blocks_is_allowed():
+    model = MeasureTransformer(2, 3, d_model=8, n_heads=2, n_layers=0, random_state=0)
+    assert len(model.blocks) == 0 and model(torch.randn(1, 5, 2)).shape == (1, 5, 3)

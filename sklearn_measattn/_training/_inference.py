@@ -13,9 +13,10 @@ import contextlib
 
 import numpy as np
 import torch
+from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_measures, check_n_features, check_positive
+from .._validation import POSITIVE_INT, check_measures, check_n_features
 from ._net import check_float32_range, transform_points
 
 __all__ = [
@@ -39,9 +40,14 @@ def network_inputs(model, X):
     return X, x_weights, X_model
 
 
-def inference_batch_size(model, batch_size):
-    """``batch_size`` checked (a positive integer), or the fitted model's own when ``None``."""
-    return check_positive(batch_size, "batch_size", integer=True, allow_none=True) or model.batch_size
+def inference_batch_size(model, batch_size, *, method=None):
+    """``batch_size`` checked (a positive integer), or the fitted model's own when ``None``.
+
+    ``method`` names the model's method that took ``batch_size``, for the error message.
+    """
+    caller = type(model).__name__ if method is None else f"{type(model).__name__}.{method}"
+    validate_parameter_constraints({"batch_size": [None, POSITIVE_INT]}, {"batch_size": batch_size}, caller_name=caller)
+    return model.batch_size if batch_size is None else int(batch_size)
 
 
 def normalized_point_weights(X, x_weights):

@@ -8,18 +8,21 @@ and a weight ``k`` counts it ``k`` times.
 
 from __future__ import annotations
 
-import numbers
-
 import torch
+from sklearn.utils._param_validation import validate_params
 
 from .._extension import build_seconds, fused_unavailable_reason
+from .._validation import POSITIVE_INT, Choices
 from ..kernels import get_kernel
-from ._backends import resolve_backend, run_attention
+from ._backends import BACKENDS, resolve_backend, run_attention
 from ._weights import log_point_weights
 
 __all__ = ["kernel_attention", "fused_status"]
 
 
+# q, k, v and the weights are checked in the body; the kernel by get_kernel, whose validation
+# must not be skipped as nested.
+@validate_params({"backend": [Choices(BACKENDS)], "chunk_size": [None, POSITIVE_INT]}, prefer_skip_nested_validation=False)
 def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto", chunk_size=None):
     """Normalised kernel attention of queries over a (weighted) measure of keys.
 
@@ -102,7 +105,7 @@ def kernel_attention(q, k, v, kernel="softmax", *, weights=None, backend="auto",
     _check_qkv(q, k, v)
     weights = _check_weights(weights, k)
     if chunk_size is not None:
-        chunk_size = _check_chunk_size(chunk_size)
+        chunk_size = int(chunk_size)
     resolved = resolve_backend(backend, kernel, q)
     log_weights = None if weights is None else log_point_weights(weights)
     return run_attention(q, k, v, kernel, log_weights, resolved, auto=backend == "auto", chunk_size=chunk_size)
@@ -190,10 +193,3 @@ def _check_weights(weights, k):
     if bool((weights.sum(dim=1) <= 0).any()):
         raise ValueError("weights sum to 0 for some measure; each measure needs a point with positive weight.")
     return weights
-
-
-def _check_chunk_size(chunk_size):
-    """``chunk_size`` as an int, refused unless a positive integer."""
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
-    return int(chunk_size)

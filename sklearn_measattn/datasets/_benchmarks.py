@@ -16,12 +16,15 @@ The base families of the points are in the private module ``_tails``.
 from __future__ import annotations
 
 import inspect
-import numbers
+import math
+from numbers import Real
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
+from sklearn.utils._param_validation import validate_params
 
-from ._tails import _check_bool, _check_finite, _check_sizes, _check_tail, _sample_base
+from .._validation import POSITIVE_INT, Choices, Described, NumberInterval
+from ._tails import SIZE_CONSTRAINTS, TAIL, TAIL_INDEX, _check_finite, _sample_base
 
 __all__ = [
     "BENCHMARK_NAMES",
@@ -36,33 +39,30 @@ BENCHMARK_NAMES = ("matrix_inverse", "sheared_swap")
 
 
 # --------------------------------------------------------------------------- #
-# Validation helpers
+# Validation
 # --------------------------------------------------------------------------- #
 
-
-def _check_condition(condition):
-    if isinstance(condition, bool) or not isinstance(condition, numbers.Real):
-        raise TypeError(
-            f"condition must be a real number >= 1 (the largest allowed condition "
-            f"number of A), got {condition!r} of type {type(condition).__name__}."
-        )
-    if not np.isfinite(condition) or condition < 1:
-        raise ValueError(
-            f"condition must be finite and >= 1 (the largest allowed condition number "
-            f"of A; 1 gives A = I), got {condition!r}."
-        )
-    return float(condition)
+#: The domains of the arguments both benchmarks take.
+_BENCHMARK_CONSTRAINTS = {
+    **SIZE_CONSTRAINTS,
+    "tail": [TAIL],
+    "tail_index": [TAIL_INDEX],
+    "paired": ["boolean"],
+    "return_params": ["boolean"],
+    "random_state": ["random_state"],
+}
 
 
 def _check_scale_range(scale_range):
-    if isinstance(scale_range, (str, bytes)) or not hasattr(scale_range, "__len__") or len(scale_range) != 2:
+    """The pair ``(low, high)`` as floats; the table has already refused what is not array-like."""
+    if len(scale_range) != 2:
         raise ValueError(
             f"scale_range must be a pair (low, high) of positive numbers with low <= high, "
             f"got {scale_range!r}."
         )
     low, high = scale_range
     for value in (low, high):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        if isinstance(value, bool) or not isinstance(value, Real):
             raise TypeError(
                 f"scale_range must hold two real numbers, got {scale_range!r} "
                 f"(entry {value!r} is of type {type(value).__name__})."
@@ -98,6 +98,16 @@ def _random_spd(n_samples, n_features, condition, rng):
     return A, A_inv, eigenvalues, q
 
 
+@validate_params(
+    {
+        **_BENCHMARK_CONSTRAINTS,
+        "condition": [
+            NumberInterval(Real, 1, math.inf, closed="left",
+                           why="the largest allowed condition number of A; 1 gives A = I"),
+        ],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_matrix_inverse(
     n_samples=100,
     n_points=100,
@@ -205,11 +215,6 @@ def make_matrix_inverse(
     >>> bool(np.allclose(y, expected))
     True
     """
-    n_samples, n_points, n_features = _check_sizes(n_samples, n_points, n_features)
-    tail_index = _check_tail(tail, tail_index)
-    condition = _check_condition(condition)
-    paired = _check_bool(paired, "paired")
-    return_params = _check_bool(return_params, "return_params")
     rng = check_random_state(random_state)
 
     A, A_inv, eigenvalues, eigenvectors = _random_spd(n_samples, n_features, condition, rng)
@@ -227,6 +232,13 @@ def make_matrix_inverse(
     return X, y
 
 
+@validate_params(
+    {
+        **_BENCHMARK_CONSTRAINTS,
+        "scale_range": [Described("array-like", "a pair (low, high) of finite numbers with 0 < low <= high")],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_sheared_swap(
     n_samples=100,
     n_points=100,
@@ -336,7 +348,6 @@ def make_sheared_swap(
     >>> bool(np.allclose(y[..., 1::2], X[..., 0::2] + c * X[..., 1::2]))
     True
     """
-    n_samples, n_points, n_features = _check_sizes(n_samples, n_points, n_features)
     if n_features % 2:
         raise ValueError(
             f"make_sheared_swap needs an even n_features (coordinates come in pairs "
@@ -344,10 +355,7 @@ def make_sheared_swap(
             + (f"{n_features - 1} or " if n_features > 1 else "")
             + f"{n_features + 1}."
         )
-    tail_index = _check_tail(tail, tail_index)
     low, high = _check_scale_range(scale_range)
-    paired = _check_bool(paired, "paired")
-    return_params = _check_bool(return_params, "return_params")
     rng = check_random_state(random_state)
 
     scales = np.exp(rng.uniform(np.log(low), np.log(high), size=(n_samples, n_features)))
@@ -376,6 +384,10 @@ def _sheared_swap_target(base, scales, shear, scaled):
     return y
 
 
+@validate_params(
+    {"n_points": [None, POSITIVE_INT], "random_state": ["random_state"]},
+    prefer_skip_nested_validation=True,
+)
 def sample_target_law(bunch, *, n_points=None, random_state=None):
     """Draw a fresh, independent sample of each target measure of a benchmark.
 
@@ -429,7 +441,6 @@ def sample_target_law(bunch, *, n_points=None, random_state=None):
         )
     n_samples, default_points, n_features = np.shape(target)
     n_points = default_points if n_points is None else n_points
-    _check_sizes(n_samples, n_points, n_features)
     rng = check_random_state(random_state)
     shape = (n_samples, n_points, n_features)
     with np.errstate(over="ignore", invalid="ignore"):
@@ -491,6 +502,8 @@ Pareto-II). With paired=True, Z' = Z and y = T(X) exactly.
 }
 
 
+# The generator checks ``params``: its validation must not be skipped as nested.
+@validate_params({"name": [Choices(BENCHMARK_NAMES)]}, prefer_skip_nested_validation=False)
 def load_benchmark(name, **params):
     """Generate a named benchmark and return it as a :class:`~sklearn.utils.Bunch`.
 
@@ -533,8 +546,6 @@ def load_benchmark(name, **params):
     >>> bunch.params["tail"], bunch.params["shear"].shape
     ('student_t', (5, 1))
     """
-    if not isinstance(name, str) or name not in _GENERATORS:
-        raise ValueError(f"Unknown benchmark {name!r}; valid names are {list(BENCHMARK_NAMES)}.")
     if "return_params" in params:
         raise ValueError(
             "load_benchmark always returns the generator's parameters in bunch.params; "

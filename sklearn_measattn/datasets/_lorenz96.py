@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import log_softmax
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_params
 
-from .._validation import check_positive
-from ._tails import _check_bool, _check_sizes
+from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from ._tails import SIZE_CONSTRAINTS
 
 __all__ = ["make_lorenz96_analysis", "integrate_lorenz96", "OBSERVATION_NOISES"]
 
@@ -21,6 +22,8 @@ OBSERVATION_NOISES = ("gaussian", "student_t", "cauchy")
 _OBSERVED_PATTERNS = ("all", "every_other")
 _SPIN_UP_TIME = 10.0  # model time units: long enough to reach the attractor from F + noise
 _MIN_FEATURES = 4  # the tendency couples x_{i-2}, x_{i-1}, x_i and x_{i+1}
+
+_FORCING = NumberInterval(Real, None, None, closed="neither")
 
 
 def _lorenz96_tendency(x, forcing):
@@ -43,6 +46,11 @@ def _integrate_lorenz96(x, forcing, duration, time_step):
     return x
 
 
+# ``states`` is in no table: its shape is checked in the body.
+@validate_params(
+    {"duration": [POSITIVE_REAL], "forcing": [_FORCING], "time_step": [POSITIVE_REAL]},
+    prefer_skip_nested_validation=True,
+)
 def integrate_lorenz96(states, duration, *, forcing=8.0, time_step=0.01):
     r"""Propagate Lorenz-96 states for ``duration`` model time units.
 
@@ -85,10 +93,7 @@ def integrate_lorenz96(states, duration, *, forcing=8.0, time_step=0.01):
             f"states must have n_variables >= {_MIN_FEATURES} in their last axis (each tendency couples four "
             f"neighbours), got shape {states.shape}."
         )
-    duration = check_positive(duration, "duration")
-    time_step = check_positive(time_step, "time_step")
-    forcing = _check_real(forcing, "forcing", positive=False)
-    return _integrate_lorenz96(states, forcing, duration, time_step)
+    return _integrate_lorenz96(states, float(forcing), float(duration), float(time_step))
 
 
 def _observation_log_likelihood(residual, noise, df):
@@ -108,22 +113,9 @@ def _draw_noise(noise, df, size, rng):
     return rng.standard_t(df, size)
 
 
-def _check_real(value, name, *, positive=True):
-    if positive:
-        return check_positive(value, name)
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r} of type {type(value).__name__}.")
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}.")
-    return float(value)
-
-
 def _check_observed(observed, n_features):
+    """The observed indices; the table has already refused what is neither a pattern nor array-like."""
     if isinstance(observed, str):
-        if observed not in _OBSERVED_PATTERNS:
-            raise ValueError(
-                f"observed must be 'all', 'every_other' or a list of coordinate indices, got {observed!r}."
-            )
         return np.arange(n_features) if observed == "all" else np.arange(0, n_features, 2)
     try:
         indices = np.asarray(observed)
@@ -142,15 +134,30 @@ def _check_observed(observed, n_features):
     return indices.astype(np.intp)
 
 
-def _check_noise(observation_noise, df):
-    if not isinstance(observation_noise, str) or observation_noise not in OBSERVATION_NOISES:
-        raise ValueError(
-            f"observation_noise must be one of {list(OBSERVATION_NOISES)}, got {observation_noise!r}. "
-            "'student_t' uses df degrees of freedom; 'cauchy' is Student-t with df=1."
-        )
-    return check_positive(df, "df")
-
-
+@validate_params(
+    {
+        **SIZE_CONSTRAINTS,
+        "n_features": [
+            NumberInterval(Integral, _MIN_FEATURES, None, closed="left",
+                           why="each tendency couples four neighbours; the classical choice is 40"),
+        ],
+        "forcing": [_FORCING],
+        "lead_time": [POSITIVE_REAL],
+        "time_step": [POSITIVE_REAL],
+        "initial_spread": [POSITIVE_REAL],
+        "observation_noise": [
+            Choices(OBSERVATION_NOISES, why="'student_t' uses df degrees of freedom; 'cauchy' is Student-t with df=1"),
+        ],
+        "noise_scale": [POSITIVE_REAL],
+        "df": [POSITIVE_REAL],
+        "observed": [Choices(_OBSERVED_PATTERNS), "array-like"],
+        "prior_size": [POSITIVE_INT],
+        "append_innovation": ["boolean"],
+        "return_params": ["boolean"],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_lorenz96_analysis(
     n_samples=64,
     n_points=32,
@@ -315,22 +322,10 @@ def make_lorenz96_analysis(
     >>> bool(posterior_error < prior_error)  # the analysis moves toward the data
     True
     """
-    n_samples, n_points, n_features = _check_sizes(n_samples, n_points, n_features)
-    if n_features < _MIN_FEATURES:
-        raise ValueError(
-            f"Lorenz-96 needs n_features >= {_MIN_FEATURES} (each tendency couples four neighbours), "
-            f"got {n_features}. The classical choice is 40."
-        )
-    forcing = _check_real(forcing, "forcing", positive=False)
-    lead_time = check_positive(lead_time, "lead_time")
-    time_step = check_positive(time_step, "time_step")
-    initial_spread = check_positive(initial_spread, "initial_spread")
-    df = _check_noise(observation_noise, df)
-    noise_scale = check_positive(noise_scale, "noise_scale")
     observed = _check_observed(observed, n_features)
-    prior_size = check_positive(prior_size, "prior_size", integer=True)
-    append_innovation = _check_bool(append_innovation, "append_innovation")
-    return_params = _check_bool(return_params, "return_params")
+    forcing, lead_time, time_step, initial_spread, noise_scale, df = (
+        float(value) for value in (forcing, lead_time, time_step, initial_spread, noise_scale, df)
+    )
     rng = check_random_state(random_state)
 
     centres = forcing + 0.1 * rng.standard_normal((n_samples, n_features))

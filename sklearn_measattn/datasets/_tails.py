@@ -18,48 +18,27 @@ softmax attention integrals diverge.
 
 from __future__ import annotations
 
-import numbers
+import math
+from numbers import Real
 
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import POSITIVE_INT, Choices, NumberInterval
 
 #: Names of the base families accepted by ``tail=``.
 TAILS = ("gaussian", "student_t", "pareto")
 
-
-def _check_tail(tail, tail_index):
-    if not isinstance(tail, str) or tail not in TAILS:
-        raise ValueError(
-            f"tail must be one of {list(TAILS)}, got {tail!r}. Use 'gaussian' for the "
-            "light-tailed control, 'student_t' or 'pareto' for polynomial tails."
-        )
-    if isinstance(tail_index, bool) or not isinstance(tail_index, numbers.Real):
-        raise TypeError(
-            f"tail_index must be a real number > 0 (the tail exponent alpha in "
-            f"P(|Z| > t) ~ t^-alpha), got {tail_index!r} of type {type(tail_index).__name__}."
-        )
-    if not np.isfinite(tail_index) or tail_index <= 0:
-        raise ValueError(
-            f"tail_index must be finite and > 0 (the tail exponent alpha in "
-            f"P(|Z| > t) ~ t^-alpha), got {tail_index!r}. For light tails use "
-            "tail='gaussian' instead of a huge tail_index."
-        )
-    return float(tail_index)
-
-
-def _check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} of type {type(value).__name__}.")
-    return bool(value)
-
-
-def _check_sizes(n_samples, n_points, n_features):
-    return (
-        check_positive(n_samples, "n_samples", integer=True),
-        check_positive(n_points, "n_points", integer=True),
-        check_positive(n_features, "n_features", integer=True),
-    )
+# The domains of the arguments every generator shares, for scikit-learn's ``validate_params``.
+#: The base family of the points.
+TAIL = Choices(TAILS, why="'gaussian' for the light-tailed control, 'student_t' or 'pareto' for polynomial tails")
+#: The tail exponent of the heavy-tailed families.
+TAIL_INDEX = NumberInterval(
+    Real, 0, math.inf, closed="neither",
+    why="the tail exponent alpha in P(|Z| > t) ~ t^-alpha; for light tails use tail='gaussian' instead of a huge "
+    "tail_index",
+)
+#: The sizes of a batch of measures.
+SIZE_CONSTRAINTS = {"n_samples": [POSITIVE_INT], "n_points": [POSITIVE_INT], "n_features": [POSITIVE_INT]}
 
 
 def _check_finite(X, y, tail, tail_index):

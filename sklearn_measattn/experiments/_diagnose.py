@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_params
 
 from .._threads import torch_threads
-from .._validation import check_measures, check_positive
+from .._validation import POSITIVE_INT, POSITIVE_REAL, check_measures
 from ..kernels import KERNEL_NAMES, get_kernel
 from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
 from ..preprocessing import symlog
 from ._report import format_number, format_table
 from ._tails import (
     MIN_MEASURES_ACROSS,
+    TAIL_ESTIMATE_CONSTRAINTS,
     _across_sample_tail_index,
     _per_measure_tail_index,
     estimate_tail_index,
@@ -297,6 +298,17 @@ def _recommend(within, across, basis, kernels):
     return best["kernel"], "symlog", reason
 
 
+# Not skipped as nested: get_kernel checks each of ``kernels``.
+@validate_params(
+    {
+        **TAIL_ESTIMATE_CONSTRAINTS,
+        "max_measures": [POSITIVE_INT],
+        "max_queries": [POSITIVE_INT],
+        "n_draws": [POSITIVE_INT],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=False,
+)
 def diagnose_measures(
     X,
     *,
@@ -422,9 +434,7 @@ def diagnose_measures(
     kernel_objs = [get_kernel(k) for k in kernels]
     if not kernel_objs:
         raise ValueError("kernels is empty; pass at least one kernel name, e.g. kernels=('softmax', 'log').")
-    max_measures = check_positive(max_measures, "max_measures", integer=True)
-    max_queries = check_positive(max_queries, "max_queries", integer=True)
-    n_draws = check_positive(n_draws, "n_draws", integer=True)
+    max_measures, max_queries, n_draws = int(max_measures), int(max_queries), int(n_draws)
     X, weights = check_measures(X, input_name="X", dtype=np.float64)
     tails = estimate_tail_index(X if weights is None else [X[i][weights[i] > 0] for i in range(len(X))],
                                 n_tail=n_tail, confidence=confidence, feature_names=feature_names)
@@ -566,6 +576,8 @@ def format_diagnosis(diagnosis):
     return "\n".join(lines)
 
 
+# Not skipped as nested: the generator and attention_ess check the other arguments.
+@validate_params({"tail_index": [POSITIVE_REAL]}, prefer_skip_nested_validation=False)
 def attention_ess_table(
     *, kernels=KERNEL_NAMES, tails=("gaussian", "student_t", "pareto"), tail_index=1.5, n_points=(64, 256),
     n_features=2, n_measures=1, n_draws=2, random_state=0,
@@ -607,8 +619,6 @@ def attention_ess_table(
     """
     from ..datasets import make_matrix_inverse
 
-    if not isinstance(tail_index, numbers.Real):
-        raise TypeError(f"tail_index must be a number, got {tail_index!r}.")
     rows = []
     for tail in tails:
         for n in n_points:

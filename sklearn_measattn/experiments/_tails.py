@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import numbers
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 from scipy.integrate import quad
 from scipy.stats import chi2, norm
+from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 
-from .._validation import check_measures
+from .._validation import Choices, NumberInterval, check_measures
 
 __all__ = ["TailIndexEstimate", "estimate_tail_index", "LIGHT_TAIL_INDEX"]
 
@@ -24,6 +25,20 @@ LIGHT_TAIL_INDEX = 5.0
 
 #: Fewest measures for the tail index across samples: Hill's ``k = floor(sqrt(n))`` must be at least 5.
 MIN_MEASURES_ACROSS = 25
+
+# Fewest order statistics Hill's estimator uses.
+_MIN_TAIL = 5
+
+#: The domains of the tail estimate's options, shared with the functions that pass them on.
+TAIL_ESTIMATE_CONSTRAINTS = {
+    "n_tail": [
+        Choices(("sqrt",)),
+        NumberInterval(Integral, _MIN_TAIL, None, closed="left", why="Hill's estimator needs k >= 5 order statistics"),
+        NumberInterval(Real, 0, 1, closed="neither", why="the fraction of the points in the tail"),
+    ],
+    "confidence": [NumberInterval(Real, 0, 1, closed="neither", why="the level of the interval, e.g. 0.95")],
+    "feature_names": [None, "array-like"],
+}
 
 
 @dataclass(frozen=True)
@@ -87,8 +102,10 @@ class TailIndexEstimate:
     light_rule: str = "estimate"
 
     def __post_init__(self):
-        if self.light_rule not in ("estimate", "interval"):
-            raise ValueError(f"light_rule must be 'estimate' or 'interval', got {self.light_rule!r}.")
+        validate_parameter_constraints(
+            {"light_rule": [Choices(("estimate", "interval"))]}, {"light_rule": self.light_rule},
+            caller_name=type(self).__name__,
+        )
 
     @property
     def gaussian_tail_index(self):
@@ -149,17 +166,14 @@ def _gaussian_hill_index(k, m):
 
 
 def _choose_k(n_tail, m):
+    """``k`` of a checked ``n_tail`` for ``m`` values, refused unless ``5 <= k < m``."""
     if isinstance(n_tail, str):
-        if n_tail != "sqrt":
-            raise ValueError(f"n_tail must be 'sqrt', an integer >= 5 or a fraction in (0, 1), got {n_tail!r}.")
         k = int(math.floor(math.sqrt(m)))
-    elif isinstance(n_tail, numbers.Integral) and not isinstance(n_tail, bool):
+    elif isinstance(n_tail, Integral):
         k = int(n_tail)
-    elif isinstance(n_tail, numbers.Real) and not isinstance(n_tail, bool) and 0 < n_tail < 1:
-        k = int(math.floor(n_tail * m))
     else:
-        raise ValueError(f"n_tail must be 'sqrt', an integer >= 5 or a fraction in (0, 1), got {n_tail!r}.")
-    if k < 5 or k >= m:
+        k = int(math.floor(n_tail * m))
+    if k < _MIN_TAIL or k >= m:
         raise ValueError(
             f"n_tail={n_tail!r} gives k={k} order statistics out of {m} points; Hill's estimator needs "
             "5 <= k < number of points. Pass more measures or points (about 100 points in all at least), "
@@ -202,7 +216,7 @@ def _deviations(X, weights):
 def _check_feature_names(feature_names, n_features):
     if feature_names is None:
         return tuple(f"feature {j}" for j in range(n_features))
-    if isinstance(feature_names, (str, bytes)) or len(feature_names) != n_features:
+    if len(feature_names) != n_features:
         raise ValueError(
             f"feature_names must name each of the {n_features} features, got {feature_names!r}."
         )
@@ -277,6 +291,14 @@ def _across_sample_tail_index(X, weights=None, *, confidence=0.95, light_tail_in
     return dataclasses.replace(estimate, light_rule="interval")
 
 
+@validate_params(
+    {
+        **TAIL_ESTIMATE_CONSTRAINTS,
+        # an infinite threshold reads no tail as light
+        "light_tail_index": [NumberInterval(Real, 0, None, closed="right")],
+    },
+    prefer_skip_nested_validation=True,
+)
 def estimate_tail_index(
     X, *, n_tail="sqrt", confidence=0.95, light_tail_index=LIGHT_TAIL_INDEX, feature_names=None
 ):
@@ -345,10 +367,6 @@ def estimate_tail_index(
     >>> bool(np.all((est.ci_lower < 1) & (1 < est.ci_upper)))  # the truth is 1
     True
     """
-    if not (isinstance(confidence, numbers.Real) and 0 < confidence < 1):
-        raise ValueError(f"confidence must be a number in (0, 1), e.g. 0.95, got {confidence!r}.")
-    if not (isinstance(light_tail_index, numbers.Real) and light_tail_index > 0):
-        raise ValueError(f"light_tail_index must be a positive number, got {light_tail_index!r}.")
     X, weights = check_measures(X, input_name="X", dtype=np.float64)
     names = _check_feature_names(feature_names, X.shape[2])
     deviations = _deviations(X, weights)

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import numbers
+from numbers import Real
 
 import numpy as np
+from sklearn.utils._param_validation import validate_params
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import check_measures
+from .._validation import Choices, Described, NumberInterval, check_measures
 
 __all__ = ["MeasureDisplay"]
 
 _KINDS = ("side_by_side", "overlay")
 _SCALES = ("linear", "symlog")
+
+# The domains of the arguments. The measures and feature indices and the lists of names are
+# checked against the measures, in the body.
+_PLOT_CONSTRAINTS = {
+    "kind": [Choices(_KINDS)],
+    "scale": [Choices(_SCALES, why="'symlog' shows heavy-tailed ensembles whole")],
+    "clip": [NumberInterval(Real, 0, 0.5, closed="left", why="the fraction of points in each tail left out of view")],
+}
+_PAIRS = Described("array-like", "a pair of feature indices (i, j) or a list of pairs")
+_FEATURE_CONSTRAINTS = {"features": [None, _PAIRS], "input_features": [None, _PAIRS]}
 
 
 def import_pyplot(what="MeasureDisplay"):
@@ -123,6 +135,7 @@ class MeasureDisplay:
         self.feature_names = feature_names
         self.input_feature_names = input_feature_names
 
+    @validate_params(_PLOT_CONSTRAINTS, prefer_skip_nested_validation=True)
     def plot(self, *, ax=None, kind="side_by_side", scale="linear", share=True, clip=0.0, point_size=6.0,
              title=None):
         """Draw the ensembles.
@@ -155,12 +168,6 @@ class MeasureDisplay:
             The display, with ``figure_`` and ``axes_`` set.
         """
         plt = import_pyplot()
-        if kind not in _KINDS:
-            raise ValueError(f"kind must be one of {', '.join(map(repr, _KINDS))}, got {kind!r}.")
-        if scale not in _SCALES:
-            raise ValueError(f"scale must be one of {', '.join(map(repr, _SCALES))}, got {scale!r}.")
-        if isinstance(clip, bool) or not isinstance(clip, numbers.Real) or not 0 <= clip < 0.5:
-            raise ValueError(f"clip must be a fraction in [0, 0.5), got {clip!r}.")
         pairs, input_pairs = list(self.features), list(self.input_features or self.features)
         names = self.measure_names or [f"measure {i}" for i in range(len(self.y_true))]
         columns = (["input"] if self.X is not None else []) + (
@@ -226,6 +233,7 @@ class MeasureDisplay:
         ax.tick_params(labelsize=7)
 
     @classmethod
+    @validate_params({**_FEATURE_CONSTRAINTS, **_PLOT_CONSTRAINTS}, prefer_skip_nested_validation=True)
     def from_predictions(cls, y_true, y_pred, *, X=None, measures=None, features=None, input_features=None,
                          feature_names=None, input_feature_names=None, measure_names=None, ax=None,
                          kind="side_by_side", scale="linear", share=True, clip=0.0, point_size=6.0, title=None):
@@ -353,6 +361,8 @@ class MeasureDisplay:
         return display.plot(ax=ax, kind=kind, scale=scale, share=share, clip=clip, point_size=point_size, title=title)
 
     @classmethod
+    # Not skipped as nested: the estimator's predict checks its own.
+    @validate_params({**_FEATURE_CONSTRAINTS, **_PLOT_CONSTRAINTS}, prefer_skip_nested_validation=False)
     def from_estimator(cls, estimator, X, y, *, measures=None, features=None, input_features=None,
                        feature_names=None, input_feature_names=None, measure_names=None, show_input=True, ax=None,
                        kind="side_by_side", scale="linear", share=True, clip=0.0, point_size=6.0, title=None):

@@ -42,7 +42,7 @@ def trained_hidden_similarity(model, X, *, batch_size=None):
     See :meth:`sklearn_measattn.MeasureTransformerRegressor.hidden_similarity`.
     """
     check_is_fitted(model, "net_")
-    batch_size = inference_batch_size(model, batch_size)
+    batch_size = inference_batch_size(model, batch_size, method="hidden_similarity")
     X, x_weights, X_model = network_inputs(model, X)
     weights = normalized_point_weights(X, x_weights)
     out = []

@@ -13,10 +13,11 @@ import numbers
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
 from .._training import batches, evaluation, inference_batch_size, network_inputs, normalized_point_weights
-from .._validation import check_positive, is_ragged
+from .._validation import POSITIVE_INT, is_ragged
 from ..attention import attention_weight_blocks, log_point_weights, query_ess_fractions
 
 _MAX_WEIGHT_BYTES = 2**31
@@ -24,8 +25,11 @@ _MAX_WEIGHT_BYTES = 2**31
 
 def trained_attention_ess(model, X, *, layer=0, max_queries=None, random_state=0, batch_size=None):
     """ESS / n of the fitted ``model``'s attention in block ``layer``, shape (n_samples, n_heads)."""
-    batches, n_heads, kernel = _attention_inputs(model, X, layer, batch_size)
-    max_queries = check_positive(max_queries, "max_queries", integer=True, allow_none=True)
+    batches, n_heads, kernel = _attention_inputs(model, X, layer, batch_size, "attention_ess")
+    validate_parameter_constraints(
+        {"max_queries": [None, POSITIVE_INT]}, {"max_queries": max_queries},
+        caller_name=f"{type(model).__name__}.attention_ess",
+    )
     rng = check_random_state(random_state)
     out = []
     for q, k, a in batches:
@@ -55,7 +59,7 @@ def trained_attention_weights(model, X, *, layer=0, batch_size=None):
             f"{n_points}^2 points); pass fewer or smaller measures, or use attention_ess, which never "
             "materialises the weights."
         )
-    batches, _, kernel = _attention_inputs(model, X, layer, batch_size)
+    batches, _, kernel = _attention_inputs(model, X, layer, batch_size, "attention_weights")
     blocks = []
     for q, k, a in batches:
         log_a = log_point_weights(torch.as_tensor(a, dtype=torch.float64))
@@ -67,17 +71,18 @@ def trained_attention_weights(model, X, *, layer=0, batch_size=None):
     return weights
 
 
-def _attention_inputs(model, X, layer, batch_size):
+def _attention_inputs(model, X, layer, batch_size, method):
     """Validate; return a generator of float64 ``(q, k, a)`` per batch, the head count and the kernel.
 
-    ``a`` holds the point weights normalised to sum 1 per measure (0 at padding).
+    ``a`` holds the point weights normalised to sum 1 per measure (0 at padding); ``method`` names
+    the model's method in error messages.
     """
     check_is_fitted(model, "net_")
     module = model.net_.module_
     n_layers = len(module.blocks)
     if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer in [0, {n_layers}) for this {n_layers}-block model, got {layer!r}.")
-    batch_size = inference_batch_size(model, batch_size)
+    batch_size = inference_batch_size(model, batch_size, method=method)
     X, x_weights, X_model = network_inputs(model, X)
     weights = normalized_point_weights(X, x_weights)
     attention = module.blocks[layer].attention

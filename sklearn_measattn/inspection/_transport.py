@@ -50,7 +50,7 @@ def check_transport_inputs(model, X, points, batch_size=None):
     if batch_size is None:
         # Measures of many query points: fewer per pass, so that memory stays bounded (the images do not change).
         batch_size = max(1, min(model.batch_size, QUERY_POINTS_PER_PASS // max(Z.shape[1], 1)))
-    batch_size = inference_batch_size(model, batch_size)
+    batch_size = inference_batch_size(model, batch_size, method="transport")
     Z_model = transform_points(model.transform_X_, Z, "transform")
     check_float32_range(Z_model, "points", model.transform)
     lengths = None

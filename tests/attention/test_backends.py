@@ -17,11 +17,6 @@ CPU64 = torch.empty(0, dtype=torch.float64)
 CUDA32 = SimpleNamespace(device=torch.device("cuda"), dtype=torch.float32)  # resolve_backend reads device and dtype
 
 
-def _qkv(shape=(2, 2, 24, 4), seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=generator) for _ in range(3))
-
-
 @pytest.mark.parametrize("kernel_name", ALL_KERNELS)
 @pytest.mark.parametrize("tensor", [CPU32, CPU64, CUDA32], ids=["cpu32", "cpu64", "cuda32"])
 def test_auto_picks_the_first_preferred_backend_that_accepts(kernel_name, tensor):
@@ -62,9 +57,9 @@ def test_the_learnt_degree_runs_on_flex_chunked_and_naive_only():
             resolve_backend(name, kernel, CPU32)
 
 
-def test_auto_steps_off_a_recomputing_backend_when_scores_are_huge():
-    q, k, v = _qkv()
-    q, k = (1e6 * q).requires_grad_(), (1e6 * k).requires_grad_()
+def test_auto_steps_off_a_recomputing_backend_when_scores_are_huge(qkv):
+    q, k, v = qkv((2, 2, 24, 4), scale=1e6)
+    q, k = q.requires_grad_(), k.requires_grad_()
     out = run_attention(q, k, v, get_kernel("softmax"), None, "sdpa", auto=True)
     (grad_q,) = torch.autograd.grad(out.sum(), q)
     assert bool(torch.isfinite(grad_q).all())
@@ -73,11 +68,11 @@ def test_auto_steps_off_a_recomputing_backend_when_scores_are_huge():
 
 
 @pytest.mark.slow
-def test_flex_runs_the_compact_kernel_with_the_empty_support_rule():
+def test_flex_runs_the_compact_kernel_with_the_empty_support_rule(qkv):
     """Compiled FlexAttention (forward, CPU) equals naive for the fixed-threshold
     kernel, including queries whose keys all lie outside the support (they
     attend uniformly to the present points) and absent points."""
-    q, k, v = _qkv((2, 2, 128, 8), seed=3)
+    q, k, v = qkv((2, 2, 128, 8), seed=3)
     q[0, :, :40] = -q[0, :, :40].abs() - 1.0  # with k >= 0 below, these scores are all negative
     k[0] = k[0].abs()
     kernel = get_kernel("compact", threshold=0.5, degree=1.5)
@@ -92,9 +87,9 @@ def test_flex_runs_the_compact_kernel_with_the_empty_support_rule():
 
 
 @pytest.mark.slow
-def test_flex_runs_a_degree_per_head():
+def test_flex_runs_a_degree_per_head(qkv):
     """The learnt-degree kernel on FlexAttention (forward, CPU): head h uses degree h."""
-    q, k, v = _qkv((2, 3, 128, 8), seed=4)
+    q, k, v = qkv((2, 3, 128, 8), seed=4)
     degree = torch.tensor([0.5, 1.0, 3.7])
     kernel = poly_at_degree(get_kernel("learned_poly"), degree[:, None, None])
     log_weights = torch.log(torch.rand(2, 128, generator=torch.Generator().manual_seed(1)))
@@ -118,10 +113,10 @@ def test_names_pickled_before_the_attention_package_still_import():
 
 
 @pytest.mark.slow
-def test_flex_recompiles_for_new_kernel_parameters():
+def test_flex_recompiles_for_new_kernel_parameters(qkv):
     """After flex compiled one kernel, another with other parameters compiles too (dynamo
     would pass changed float parameters as scalar tensors, which CPU flex cannot lower)."""
-    q, k, v = _qkv((1, 2, 128, 8), seed=5)
+    q, k, v = qkv((1, 2, 128, 8), seed=5)
     layer = KernelMultiheadAttention(8, 2, kernel="learned_poly", backend="flex")
     with torch.no_grad():
         layer(torch.randn(1, 128, 8))

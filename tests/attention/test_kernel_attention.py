@@ -2,11 +2,10 @@ import math
 
 import pytest
 import torch
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn.attention import BACKENDS, kernel_attention
 from sklearn_measattn.kernels import KERNEL_NAMES
-
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (flex backward and fused kernels)")
 
 
 def backends_for(kernel):
@@ -17,16 +16,6 @@ def backends_for(kernel):
     return names
 
 
-def make_qkv(shape=(2, 3, 9, 4), dtype=torch.float64, seed=0, n_keys=None, device="cpu"):
-    generator = torch.Generator().manual_seed(seed)
-    batch, heads, n, d = shape
-    n_keys = n if n_keys is None else n_keys
-    q = torch.randn(batch, heads, n, d, generator=generator, dtype=dtype)
-    k = torch.randn(batch, heads, n_keys, d, generator=generator, dtype=dtype)
-    v = torch.randn(batch, heads, n_keys, d, generator=generator, dtype=dtype)
-    return [t.to(device).requires_grad_(True) for t in (q, k, v)]
-
-
 CASES = [(kernel, backend) for kernel in KERNEL_NAMES for backend in backends_for(kernel)]
 # gradcheck on the chunked backend takes seconds a case on a busy 2-core CPU; its
 # gradients stay in the fast loop through the comparisons with naive below.
@@ -35,8 +24,8 @@ GRADCHECK_CASES = [pytest.param(*case, marks=pytest.mark.slow) if case[1] == "ch
 
 @pytest.mark.parametrize("kernel, backend", GRADCHECK_CASES)
 @pytest.mark.parametrize("with_weights", [False, True])
-def test_gradcheck_against_naive(kernel, backend, with_weights):
-    q, k, v = make_qkv(n_keys=7)
+def test_gradcheck_against_naive(kernel, backend, with_weights, qkv):
+    q, k, v = qkv((2, 3, 9, 4), n_keys=7, dtype=torch.float64, requires_grad=True)
     weights = torch.rand(2, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) if with_weights else None
 
     def attention(q, k, v):
@@ -48,8 +37,8 @@ def test_gradcheck_against_naive(kernel, backend, with_weights):
 
 
 @pytest.mark.parametrize("kernel, backend", CASES)
-def test_float32_agrees_with_naive_on_larger_shapes(kernel, backend):
-    q, k, v = make_qkv((2, 4, 300, 16), dtype=torch.float32, seed=3)
+def test_float32_agrees_with_naive_on_larger_shapes(kernel, backend, qkv):
+    q, k, v = qkv((2, 4, 300, 16), seed=3, requires_grad=True)
     weights = torch.rand(2, 300, generator=torch.Generator().manual_seed(4))
     grad_out = torch.randn(2, 4, 300, 16, generator=torch.Generator().manual_seed(5))
     results = []
@@ -61,8 +50,8 @@ def test_float32_agrees_with_naive_on_larger_shapes(kernel, backend):
         torch.testing.assert_close(got, expected, rtol=2e-4, atol=2e-5)
 
 
-def extreme_qkv(magnitude, dtype=torch.float32):
-    q, k, v = make_qkv((1, 2, 16, 8), dtype=dtype, seed=7)
+def extreme_qkv(qkv, magnitude, dtype=torch.float32):
+    q, k, v = qkv((1, 2, 16, 8), seed=7, dtype=dtype, requires_grad=True)
     with torch.no_grad():
         scores = q @ k.transpose(-1, -2) / math.sqrt(8)
         factor = math.sqrt(magnitude / scores.abs().max().item())
@@ -70,8 +59,8 @@ def extreme_qkv(magnitude, dtype=torch.float32):
 
 
 @pytest.mark.parametrize("kernel, backend", CASES + [(kernel, "naive") for kernel in KERNEL_NAMES])
-def test_extreme_scores_stay_finite(kernel, backend):
-    q, k, v = extreme_qkv(1e4)
+def test_extreme_scores_stay_finite(kernel, backend, qkv):
+    q, k, v = extreme_qkv(qkv, 1e4)
     scores = q @ k.transpose(-1, -2) / math.sqrt(8)
     assert scores.abs().max().item() == pytest.approx(1e4, rel=1e-3)
     weights = torch.ones(1, 16)
@@ -83,8 +72,8 @@ def test_extreme_scores_stay_finite(kernel, backend):
 
 
 @pytest.mark.parametrize("kernel, backend", CASES + [(kernel, "naive") for kernel in KERNEL_NAMES])
-def test_zero_weight_equals_deleting_points(kernel, backend):
-    q, k, v = make_qkv((2, 2, 10, 4), seed=11)
+def test_zero_weight_equals_deleting_points(kernel, backend, qkv):
+    q, k, v = qkv((2, 2, 10, 4), seed=11, dtype=torch.float64, requires_grad=True)
     keep = torch.tensor([0, 1, 2, 4, 5, 8])
     weights = torch.zeros(2, 10, dtype=torch.float64)
     weights[:, keep] = 1.0
@@ -94,8 +83,8 @@ def test_zero_weight_equals_deleting_points(kernel, backend):
 
 
 @pytest.mark.parametrize("kernel, backend", CASES + [(kernel, "naive") for kernel in KERNEL_NAMES])
-def test_integer_weight_equals_repeating_points(kernel, backend):
-    q, k, v = make_qkv((1, 2, 6, 4), seed=12)
+def test_integer_weight_equals_repeating_points(kernel, backend, qkv):
+    q, k, v = qkv((1, 2, 6, 4), seed=12, dtype=torch.float64, requires_grad=True)
     counts = torch.tensor([1, 3, 1, 2, 1, 4])
     weighted = kernel_attention(q, k, v, kernel, weights=counts[None].double(), backend=backend)
     index = torch.repeat_interleave(torch.arange(6), counts)
@@ -103,25 +92,25 @@ def test_integer_weight_equals_repeating_points(kernel, backend):
     torch.testing.assert_close(weighted, repeated)
 
 
-def test_kernels_differ():
-    q, k, v = make_qkv((1, 1, 20, 4), seed=13)
+def test_kernels_differ(qkv):
+    q, k, v = qkv((1, 1, 20, 4), seed=13, dtype=torch.float64, requires_grad=True)
     outs = [kernel_attention(q, k, v, name, backend="naive") for name in KERNEL_NAMES]
     for i in range(len(outs)):
         for j in range(i + 1, len(outs)):
             assert not torch.allclose(outs[i], outs[j])
 
 
-def test_auto_backend_choice_matches_naive():
-    q, k, v = make_qkv(seed=14)
+def test_auto_backend_choice_matches_naive(qkv):
+    q, k, v = qkv((2, 3, 9, 4), seed=14, dtype=torch.float64, requires_grad=True)
     for kernel in KERNEL_NAMES:
         torch.testing.assert_close(
             kernel_attention(q, k, v, kernel), kernel_attention(q, k, v, kernel, backend="naive")
         )
 
 
-def test_chunked_keeps_memory_linear():
+def test_chunked_keeps_memory_linear(qkv):
     """The chunked backward saves only O(N d) tensors, never the N x N scores."""
-    q, k, v = make_qkv((1, 1, 512, 8), dtype=torch.float32, seed=15)
+    q, k, v = qkv((1, 1, 512, 8), seed=15, requires_grad=True)
     saved = []
 
     def pack(tensor):
@@ -140,7 +129,7 @@ def test_chunked_keeps_memory_linear():
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        ({"backend": "fast"}, ValueError, "Unknown attention backend"),
+        ({"backend": "fast"}, ValueError, "'backend' parameter of kernel_attention must be a str among"),
         ({"backend": "sdpa", "kernel": "log"}, ValueError, "softmax attention only"),
         ({"kernel": "nope"}, ValueError, "Unknown attention kernel"),
         ({"weights": -torch.ones(2, 9, dtype=torch.float64)}, ValueError, ">= 0"),
@@ -151,16 +140,16 @@ def test_chunked_keeps_memory_linear():
         ({"chunk_size": 0, "backend": "chunked"}, ValueError, "chunk_size"),
     ],
 )
-def test_invalid_arguments(kwargs, error, match):
-    q, k, v = make_qkv()
+def test_invalid_arguments(kwargs, error, match, qkv):
+    q, k, v = qkv((2, 3, 9, 4), dtype=torch.float64, requires_grad=True)
     kwargs = {"kernel": "log", **kwargs}
     kernel = kwargs.pop("kernel")
     with pytest.raises(error, match=match):
         kernel_attention(q, k, v, kernel, **kwargs)
 
 
-def test_invalid_tensors():
-    q, k, v = make_qkv()
+def test_invalid_tensors(qkv):
+    q, k, v = qkv((2, 3, 9, 4), dtype=torch.float64, requires_grad=True)
     with pytest.raises(ValueError, match="4-D"):
         kernel_attention(q[0], k[0], v[0], "log")
     with pytest.raises(ValueError, match="dtype"):
@@ -174,14 +163,14 @@ def test_invalid_tensors():
     assert set(BACKENDS) == {"auto", "sdpa", "flex", "fused", "chunked", "naive"}
 
 
-def test_flex_refuses_cpu_training():
-    q, k, v = make_qkv(dtype=torch.float32)
+def test_flex_refuses_cpu_training(qkv):
+    q, k, v = qkv((2, 3, 9, 4), requires_grad=True)
     with pytest.raises(ValueError, match="no backward on CPU"):
         kernel_attention(q, k, v, "log", backend="flex")
 
 
 @pytest.mark.slow
-def test_flex_forward_on_cpu_compiles_once_per_bucket():
+def test_flex_forward_on_cpu_compiles_once_per_bucket(qkv):
     """Compiled FlexAttention (forward) matches naive on CPU, with absent points
     (a whole key tile, scattered points, the padding) removed by its block mask,
     and point counts in one padding bucket reuse the compiled kernel."""
@@ -191,7 +180,7 @@ def test_flex_forward_on_cpu_compiles_once_per_bucket():
     counters.clear()
     with torch.no_grad():
         for n_points in (200, 250):
-            q, k, v = (t.detach() for t in make_qkv((2, 2, n_points, 16), dtype=torch.float32, seed=n_points))
+            q, k, v = qkv((2, 2, n_points, 16), seed=n_points)
             weights = torch.rand(2, n_points, generator=torch.Generator().manual_seed(n_points))
             weights[0, :140] = 0.0  # the first key tile entirely absent, the second in part
             weights[1, ::3] = 0.0
@@ -222,11 +211,11 @@ def test_flex_block_mask_keeps_exactly_the_present_keys():
 
 
 @pytest.mark.slow
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 2e-3), (torch.bfloat16, 3e-2)])
-def test_flex_on_cuda_matches_naive(kernel, dtype, tolerance):
-    q, k, v = make_qkv((2, 4, 300, 16), dtype=torch.float32, seed=21, device="cuda")
+def test_flex_on_cuda_matches_naive(kernel, dtype, tolerance, qkv):
+    q, k, v = qkv((2, 4, 300, 16), seed=21, device="cuda")
     q, k, v = (t.detach().to(dtype).requires_grad_(True) for t in (q, k, v))
     weights = torch.rand(2, 300, device="cuda")
     results = []
@@ -238,10 +227,10 @@ def test_flex_on_cuda_matches_naive(kernel, dtype, tolerance):
         torch.testing.assert_close(got.float(), expected.float(), rtol=tolerance, atol=tolerance)
 
 
-@needs_cuda
+@pytest.mark.gpu
 @pytest.mark.parametrize("kernel", ["log", "softmax"])
-def test_chunked_on_cuda_matches_naive(kernel):
-    q, k, v = make_qkv((2, 2, 200, 8), dtype=torch.float64, seed=22, device="cuda")
+def test_chunked_on_cuda_matches_naive(kernel, qkv):
+    q, k, v = qkv((2, 2, 200, 8), seed=22, dtype=torch.float64, requires_grad=True, device="cuda")
     out = kernel_attention(q, k, v, kernel, backend="chunked", chunk_size=64)
     torch.testing.assert_close(out, kernel_attention(q, k, v, kernel, backend="naive"))
 
@@ -293,22 +282,40 @@ def test_empty_batch_heads_or_queries_give_an_empty_output(kernel, backend, empt
 
 
 @pytest.mark.parametrize("kernel, backend", BOUNDARY_CASES)
-def test_a_chunk_size_beyond_the_queries_is_cut_to_them(kernel, backend):
+def test_a_chunk_size_beyond_the_queries_is_cut_to_them(kernel, backend, qkv):
     """A huge block size (larger than any buffer could be) runs as one block of all queries."""
-    q, k, v = make_qkv(dtype=torch.float32)
+    q, k, v = qkv((2, 3, 9, 4), requires_grad=True)
     reference = kernel_attention(q, k, v, kernel, backend="naive")
     out = kernel_attention(q, k, v, kernel, backend=backend, chunk_size=2**40)
     torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.fused
 def test_fused_refuses_a_tile_too_large_for_memory():
     """Sizes against memory: a block of queries whose tiles would take gigabytes
     per thread is refused with the largest usable value, before the C++ kernels
     try (and fail) to allocate it."""
-    from sklearn_measattn._extension import _loader as _fused
-
-    if _fused.fused_unavailable_reason() is not None:
-        pytest.skip("the fused CPU kernels are not built here")
     q = torch.randn(1, 1, 40_000, 1)
     with pytest.raises(ValueError, match=r"use chunk_size <= \d+"):
         kernel_attention(q, q, q, "log", backend="fused", chunk_size=40_000)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name, reason",
+    [
+        ({"backend": "cuda"}, "backend", "'auto', 'sdpa'"),
+        ({"chunk_size": 0, "backend": "chunked"}, "chunk_size", r"\[1, inf\)"),
+        ({"chunk_size": 16.0}, "chunk_size", r"\[1, inf\)"),
+        ({"chunk_size": True}, "chunk_size", r"\[1, inf\)"),
+    ],
+)
+def test_bad_arguments_raise_invalid_parameter_error(kwargs, name, reason, qkv):
+    q, k, v = qkv((1, 1, 4, 2))
+    with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of kernel_attention must be .*{reason}"):
+        kernel_attention(q, k, v, "log", **kwargs)
+
+
+def test_the_kernel_is_still_checked_inside_kernel_attention(qkv):
+    q, k, v = qkv((1, 1, 4, 2))
+    with pytest.raises(ValueError, match="Unknown attention kernel"):
+        kernel_attention(q, k, v, "cosine", chunk_size=8)

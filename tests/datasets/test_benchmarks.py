@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import kurtosis
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn.datasets import (
     BENCHMARK_NAMES,
@@ -294,7 +295,7 @@ def test_load_benchmark_fills_defaults():
     [
         ("nope", {}, ValueError, "matrix_inverse"),
         ("Matrix_Inverse", {}, ValueError, "sheared_swap"),
-        (None, {}, ValueError, "valid names"),
+        (None, {}, ValueError, r"'name' parameter of load_benchmark must be a str among"),
         ("matrix_inverse", {"return_params": True}, ValueError, "return_params"),
         ("matrix_inverse", {"scale_range": (1, 2)}, TypeError, "scale_range"),
         ("sheared_swap", {"condition": 2.0}, TypeError, "Valid parameters"),
@@ -323,9 +324,9 @@ COMMON_INVALID = [
     ({"n_features": 0}, ValueError, "n_features"),
     ({"n_features": 2.0}, TypeError, "n_features"),
     ({"n_features": "2"}, TypeError, "n_features"),
-    ({"tail": "cauchy"}, ValueError, r"\['gaussian', 'student_t', 'pareto'\]"),
-    ({"tail": "Gaussian"}, ValueError, "tail must be one of"),
-    ({"tail": None}, ValueError, "tail must be one of"),
+    ({"tail": "cauchy"}, ValueError, r"'tail' parameter .* among \{'gaussian', 'student_t', 'pareto'\}"),
+    ({"tail": "Gaussian"}, ValueError, "'tail' parameter .* polynomial tails"),
+    ({"tail": None}, ValueError, "'tail' parameter"),
     ({"tail_index": 0}, ValueError, "tail_index"),
     ({"tail_index": -1.0}, ValueError, "tail_index"),
     ({"tail_index": np.inf}, ValueError, "tail_index"),
@@ -418,3 +419,30 @@ def test_sample_target_law_sizes_and_heavy_tails():
         sample_target_law(Bunch(data=bunch.data, target=bunch.target), random_state=0)
     with pytest.raises(ValueError, match="n_points"):
         sample_target_law(bunch, n_points=0)
+
+
+@pytest.mark.parametrize(
+    "call, name, reason",
+    [
+        (lambda: make_matrix_inverse(n_samples=0), "n_samples", r"\[1, inf\)"),
+        (lambda: make_matrix_inverse(n_points=2.0), "n_points", r"\[1, inf\)"),
+        (lambda: make_matrix_inverse(tail="cauchy"), "tail", "'student_t' or 'pareto' for polynomial tails"),
+        (lambda: make_matrix_inverse(tail_index=np.inf), "tail_index", "the tail exponent alpha"),
+        (lambda: make_matrix_inverse(condition=0.5), "condition", "1 gives A = I"),
+        (lambda: make_matrix_inverse(paired=1), "paired", "bool"),
+        (lambda: make_matrix_inverse(random_state="seed"), "random_state", "RandomState"),
+        (lambda: make_sheared_swap(return_params="yes"), "return_params", "bool"),
+        (lambda: make_sheared_swap(scale_range=1.0), "scale_range", "0 < low <= high"),
+        (lambda: load_benchmark("mnist"), "name", "'matrix_inverse', 'sheared_swap'"),
+        (lambda: sample_target_law(load_benchmark("matrix_inverse", n_samples=2, n_points=3), n_points=0),
+         "n_points", r"\[1, inf\)"),
+    ],
+)
+def test_bad_arguments_raise_invalid_parameter_error(call, name, reason):
+    with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of \w+ must be .*{reason}"):
+        call()
+
+
+def test_load_benchmark_does_not_skip_the_generators_checks():
+    with pytest.raises(InvalidParameterError, match=r"The 'n_samples' parameter of load_benchmark must be .*\[1, inf\)"):
+        load_benchmark("matrix_inverse", n_samples=0)

@@ -4,8 +4,9 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_measattn.datasets import OBSERVATION_NOISES, make_lorenz96_analysis
+from sklearn_measattn.datasets import OBSERVATION_NOISES, integrate_lorenz96, make_lorenz96_analysis
 from sklearn_measattn.datasets._lorenz96 import _integrate_lorenz96, _lorenz96_tendency
 
 SMALL = {"n_samples": 6, "n_points": 12, "n_features": 6, "prior_size": 256}
@@ -164,16 +165,16 @@ def test_integration_is_vectorised_over_members():
     [
         ({"n_samples": 0}, ValueError, "n_samples"),
         ({"n_points": 2.5}, TypeError, "n_points"),
-        ({"n_features": 3}, ValueError, "n_features >= 4"),
+        ({"n_features": 3}, ValueError, r"'n_features' parameter .* \[4, inf\): each tendency couples four"),
         ({"forcing": "8"}, TypeError, "forcing"),
         ({"forcing": np.nan}, ValueError, "forcing"),
         ({"lead_time": 0}, ValueError, "lead_time"),
         ({"time_step": -0.01}, ValueError, "time_step"),
         ({"initial_spread": np.inf}, ValueError, "initial_spread"),
-        ({"observation_noise": "laplace"}, ValueError, "observation_noise must be one of"),
+        ({"observation_noise": "laplace"}, ValueError, "'observation_noise' parameter .* 'cauchy' is Student-t"),
         ({"noise_scale": 0.0}, ValueError, "noise_scale"),
         ({"df": -1}, ValueError, "df"),
-        ({"observed": "odd"}, ValueError, "observed must be 'all'"),
+        ({"observed": "odd"}, ValueError, "'observed' parameter .* among {'all', 'every_other'}"),
         ({"observed": []}, TypeError, "non-empty"),
         ({"observed": [0.5, 1.0]}, TypeError, "integer"),
         ({"observed": [0, 8]}, ValueError, r"in \[0, 7\]"),
@@ -202,3 +203,24 @@ def test_validation_happens_before_any_work(monkeypatch):
 def test_overflow_is_reported():
     with pytest.raises(ValueError, match="smaller time_step"):
         make_lorenz96_analysis(n_samples=2, n_points=4, forcing=1e4, time_step=0.5, lead_time=5.0, prior_size=8)
+
+
+@pytest.mark.parametrize(
+    "call, name, reason",
+    [
+        (lambda: make_lorenz96_analysis(n_features=3), "n_features", "each tendency couples four neighbours"),
+        (lambda: make_lorenz96_analysis(lead_time=0.0), "lead_time", r"\(0.0, inf\)"),
+        (lambda: make_lorenz96_analysis(forcing=np.inf), "forcing", r"\(-inf, inf\)"),
+        (lambda: make_lorenz96_analysis(df=True), "df", r"\(0.0, inf\)"),
+        (lambda: make_lorenz96_analysis(observation_noise="laplace"), "observation_noise", "'cauchy' is Student-t"),
+        (lambda: make_lorenz96_analysis(observed=3), "observed", "array-like"),
+        (lambda: make_lorenz96_analysis(prior_size=1.5), "prior_size", r"\[1, inf\)"),
+        (lambda: make_lorenz96_analysis(append_innovation=1), "append_innovation", "bool"),
+        (lambda: integrate_lorenz96(np.zeros(8), 0.0), "duration", r"\(0.0, inf\)"),
+        (lambda: integrate_lorenz96(np.zeros(8), 1.0, forcing="8"), "forcing", r"\(-inf, inf\)"),
+        (lambda: integrate_lorenz96(np.zeros(8), 1.0, time_step=-0.01), "time_step", r"\(0.0, inf\)"),
+    ],
+)
+def test_bad_arguments_raise_invalid_parameter_error(call, name, reason):
+    with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of \w+ must be .*{reason}"):
+        call()

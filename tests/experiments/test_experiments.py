@@ -6,11 +6,14 @@ import math
 import numpy as np
 import pytest
 from sklearn.model_selection import train_test_split
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.experiments import (
     LIGHT_TAIL_INDEX,
     TIE_STANDARD_ERRORS,
+    TailIndexEstimate,
+    attention_ess_table,
     check_output_path,
     compare_kernels,
     compare_kernels_on_data,
@@ -505,3 +508,25 @@ def test_study_in_parallel_gives_the_serial_table(tiny_network):
 
     for a, b in zip(serial, parallel):
         assert comparable(a) == comparable(b)
+
+
+@pytest.mark.parametrize(
+    "call, name, reason",
+    [
+        (lambda X: estimate_tail_index(X, n_tail=3), "n_tail", "Hill's estimator needs k >= 5 order statistics"),
+        (lambda X: estimate_tail_index(X, n_tail=1.5), "n_tail", "the fraction of the points in the tail"),
+        (lambda X: estimate_tail_index(X, confidence=0.0), "confidence", "the level of the interval"),
+        (lambda X: estimate_tail_index(X, light_tail_index=-1.0), "light_tail_index", r"\(0.0, inf\]"),
+        (lambda X: estimate_tail_index(X, feature_names="x"), "feature_names", "array-like"),
+        (lambda X: diagnose_measures(X, max_measures=0), "max_measures", r"\[1, inf\)"),
+        (lambda X: diagnose_measures(X, max_queries=2.0), "max_queries", r"\[1, inf\)"),
+        (lambda X: diagnose_measures(X, n_draws=True), "n_draws", r"\[1, inf\)"),
+        (lambda X: diagnose_measures(X, n_tail="all"), "n_tail", "Hill's estimator"),
+        (lambda X: attention_ess_table(tail_index="1.5"), "tail_index", r"\(0.0, inf\)"),
+        (lambda X: TailIndexEstimate(("norm",), *np.ones((4, 1)), 0.95, 5, 100, light_rule="median"),
+         "light_rule", "'estimate', 'interval'"),
+    ],
+)
+def test_bad_arguments_raise_invalid_parameter_error(call, name, reason):
+    with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of \w+ must be .*{reason}"):
+        call(np.ones((4, 100, 1)))

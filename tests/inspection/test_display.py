@@ -10,6 +10,7 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from numpydoc.validate import validate  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.utils._param_validation import InvalidParameterError  # noqa: E402
 
 from sklearn_measattn import MeasureDisplay, MeasureTransformerRegressor  # noqa: E402
 from sklearn_measattn.__main__ import main  # noqa: E402
@@ -101,9 +102,9 @@ def test_from_estimator_predicts_the_chosen_measures(seeded_tiny_params):
         (dict(features=[]), "pair of feature indices|is empty"),
         (dict(feature_names=["u"]), "feature_names has 1 entries"),
         (dict(measure_names=["a"]), "measure_names has 1 entries"),
-        (dict(kind="grid"), "kind must be one of"),
-        (dict(scale="log"), "scale must be one of"),
-        (dict(clip=0.5), "clip must be a fraction"),
+        (dict(kind="grid"), "'kind' parameter of MeasureDisplay.from_predictions must be a str among"),
+        (dict(scale="log"), "'scale' parameter .* 'symlog' shows heavy-tailed ensembles whole"),
+        (dict(clip=0.5), r"'clip' parameter .* \[0.0, 0.5\): the fraction of points in each tail"),
         (dict(X="fewer"), "X has 2 measures but y_true has 4"),
         (dict(X="narrow"), "does not exist in X, which has 1 features"),
         (dict(X="full", input_features=[(0, 1), (1, 2)]), "input_features has 2 pairs but features has 1"),
@@ -122,6 +123,25 @@ def test_bad_arguments_are_refused(kwargs, match, data):
         kwargs["ax"] = list(plt.subplots(1, 3)[1])
     with pytest.raises(ValueError, match=match):
         MeasureDisplay.from_predictions(y, y_pred, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "call, name, reason",
+    [
+        (lambda y: MeasureDisplay.from_predictions(y, y).plot(kind="grid"), "kind", "'side_by_side', 'overlay'"),
+        (lambda y: MeasureDisplay.from_predictions(y, y, features=5), "features", "a pair of feature indices"),
+        (lambda y: MeasureDisplay.from_predictions(y, y, input_features=0), "input_features", "a list of pairs"),
+        (lambda y: MeasureDisplay.from_estimator(MeasureTransformerRegressor(), y, y, scale="log"), "scale",
+         "'symlog' shows heavy-tailed ensembles whole"),
+        (lambda y: MeasureDisplay.from_estimator(MeasureTransformerRegressor(), y, y, clip=-0.1), "clip",
+         "the fraction of points in each tail"),
+    ],
+)
+def test_bad_settings_raise_invalid_parameter_error(call, name, reason, data):
+    """Refused before anything is drawn or predicted (the estimator here is not even fitted)."""
+    _, y, _ = data
+    with pytest.raises(InvalidParameterError, match=rf"The '{name}' parameter of MeasureDisplay\.\w+ must be .*{reason}"):
+        call(y)
 
 
 @pytest.mark.parametrize("name", ["MeasureDisplay", "MeasureDisplay.plot", "MeasureDisplay.from_predictions",

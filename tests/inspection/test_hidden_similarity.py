@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
@@ -86,3 +87,16 @@ def test_collapse_diagnostics_reports_the_depth_face_outside_the_verdict(fitted)
     assert report["collapsed"] == any(faces)
     no_model = collapse_diagnostics(None, X, y, y_pred=y)
     assert no_model["hidden_similarity"] == [] and np.isnan(no_model["hidden_similarity_last"])
+
+
+def test_trained_diagnostics_name_the_method_of_a_bad_argument(fitted):
+    model, X, _ = fitted
+    for call, name, method in [
+        (lambda: model.hidden_similarity(X, batch_size=0), "batch_size", "hidden_similarity"),
+        (lambda: model.attention_weights(X, batch_size=1.5), "batch_size", "attention_weights"),
+        (lambda: model.attention_ess(X, max_queries=0), "max_queries", "attention_ess"),
+    ]:
+        with pytest.raises(
+            InvalidParameterError, match=rf"The '{name}' parameter of MeasureTransformerRegressor\.{method} must be .*\[1, inf\)"
+        ):
+            call()

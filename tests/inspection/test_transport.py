@@ -188,7 +188,7 @@ def test_bad_context_and_arguments_are_refused(data, fitted):
         model.transport(np.concatenate([X, X[..., :1]], axis=-1), X)
     with pytest.raises(ValueError, match="X contains infinity"):
         model.transport(np.where(X > 1, np.inf, X), X)
-    with pytest.raises(ValueError, match="batch_size must be finite and > 0"):
+    with pytest.raises(ValueError, match=r"'batch_size' parameter of MeasureTransformerRegressor.transport must be"):
         model.transport(X, X, batch_size=0)
     with pytest.raises(NotFittedError):
         MeasureTransformerRegressor().transport(X, X)

@@ -16,13 +16,8 @@ from sklearn_measattn.kernels import SPARSE_KERNEL_NAMES, get_kernel
 KERNELS = [("compact", {}), ("compact", {"threshold": 0.3, "degree": 2.0}), ("sparsemax", {})]
 
 
-def _qkv(seed=0, dtype=torch.float64, n_queries=9, n_keys=11):
-    g = torch.Generator().manual_seed(seed)
-    return (
-        torch.randn(2, 2, n_queries, 4, generator=g, dtype=dtype),
-        torch.randn(2, 2, n_keys, 4, generator=g, dtype=dtype),
-        torch.randn(2, 2, n_keys, 3, generator=g, dtype=dtype),
-    )
+# The q, k, v most tests draw (the qkv fixture): 9 queries, 11 keys (as _weights), 3-d values, float64.
+QKV = {"shape": (2, 2, 9, 4), "n_keys": 11, "d_value": 3, "dtype": torch.float64}
 
 
 def _weights(dtype=torch.float64):
@@ -59,8 +54,8 @@ def test_compact_rejects_bad_parameters(params, error, match):
         get_kernel("compact", **params)
 
 
-def test_compact_weights_are_a_truncated_power_of_the_scores():
-    q, k, v = _qkv()
+def test_compact_weights_are_a_truncated_power_of_the_scores(qkv):
+    q, k, v = qkv(**QKV)
     w = _weights()
     out = kernel_attention(q, k, v, "compact", weights=w, backend="naive")
     kappa = torch.relu(_scores(q, k)) * w[:, None, None, :]
@@ -70,8 +65,8 @@ def test_compact_weights_are_a_truncated_power_of_the_scores():
     torch.testing.assert_close(out[live], expected[live])
 
 
-def test_a_query_with_every_key_outside_the_support_attends_uniformly_to_the_measure():
-    q, k, v = _qkv()
+def test_a_query_with_every_key_outside_the_support_attends_uniformly_to_the_measure(qkv):
+    q, k, v = qkv(**QKV)
     w = _weights()
     for backend in ("chunked", "naive"):
         out = kernel_attention(q, k, v, get_kernel("compact", threshold=1e3), weights=w, backend=backend)
@@ -91,8 +86,8 @@ def _sparsemax_by_bisection(scores, a):
     return a * np.maximum(scores - low, 0)
 
 
-def test_sparsemax_weights_solve_the_measure_threshold_equation():
-    q, k, v = _qkv()
+def test_sparsemax_weights_solve_the_measure_threshold_equation(qkv):
+    q, k, v = qkv(**QKV)
     w = _weights()
     scores = _scores(q, k).numpy()
     a = (w / w.sum(1, keepdim=True)).numpy()
@@ -105,8 +100,8 @@ def test_sparsemax_weights_solve_the_measure_threshold_equation():
             np.testing.assert_allclose(out[b, h], probs @ v[b, h].numpy(), atol=1e-8)
 
 
-def test_sparsemax_of_a_measure_counts_a_duplicated_point_like_a_double_weight():
-    q, k, v = _qkv()
+def test_sparsemax_of_a_measure_counts_a_duplicated_point_like_a_double_weight(qkv):
+    q, k, v = qkv(**QKV)
     w = torch.ones(2, 11, dtype=torch.float64)
     w[:, 0] = 2.0
     weighted = kernel_attention(q, k, v, "sparsemax", weights=w, backend="chunked")
@@ -118,12 +113,12 @@ def test_sparsemax_of_a_measure_counts_a_duplicated_point_like_a_double_weight()
 
 @pytest.mark.parametrize("name, params", KERNELS)
 @pytest.mark.parametrize("with_weights", [False, True])
-def test_chunked_matches_the_naive_reference_with_gradients(name, params, with_weights):
+def test_chunked_matches_the_naive_reference_with_gradients(name, params, with_weights, qkv):
     kernel = get_kernel(name, **params)
     w = _weights() if with_weights else None
     results = []
     for backend in ("chunked", "naive"):
-        q, k, v = (t.requires_grad_(True) for t in _qkv())
+        q, k, v = qkv(**QKV, requires_grad=True)
         out = kernel_attention(q, k, v, kernel, weights=w, backend=backend, chunk_size=4)
         grads = torch.autograd.grad((out * torch.linspace(-1, 1, 3, dtype=out.dtype)).sum(), (q, k, v))
         results.append((out.detach(), grads))
@@ -135,9 +130,9 @@ def test_chunked_matches_the_naive_reference_with_gradients(name, params, with_w
 
 
 @pytest.mark.parametrize("name, params", KERNELS)
-def test_chunked_backward_passes_gradcheck(name, params):
+def test_chunked_backward_passes_gradcheck(name, params, qkv):
     kernel = get_kernel(name, **params)
-    q, k, v = (t.requires_grad_(True) for t in _qkv(n_queries=5, n_keys=6))
+    q, k, v = qkv((2, 2, 5, 4), n_keys=6, d_value=3, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(
         lambda q, k, v: kernel_attention(q, k, v, kernel, backend="chunked", chunk_size=2), (q, k, v)
     )
@@ -194,12 +189,12 @@ def test_diagnose_lists_bounded_support_kernels_with_their_divergence_rule_but_r
     assert only_sparse.kernel in SPARSE_KERNEL_NAMES
 
 
-def test_sparsemax_keeps_its_weights_at_huge_scores_in_float32():
+def test_sparsemax_keeps_its_weights_at_huge_scores_in_float32(qkv):
     scores = torch.tensor([[1e10, 1e10 - 4096.0, -3e10, 5.0]], dtype=torch.float32)
     weights = get_kernel("sparsemax").normalizer(scores, None)
     torch.testing.assert_close(weights.sum(-1), torch.ones(1))
     assert weights[0, 0] > 0 and weights[0, 2] == 0
-    q, k, v = (t.float().requires_grad_(True) for t in _qkv())
+    q, k, v = (t.float().requires_grad_(True) for t in qkv(**QKV))
     out = kernel_attention(q * 1e5, k * 1e5, v, "sparsemax", backend="chunked")
     grads = torch.autograd.grad(out.sum(), (q, k, v))
     assert all(bool(torch.isfinite(g).all()) for g in grads)
