@@ -479,6 +479,8 @@ MOVED_MODULES = {
     "sklearn_measattn._sparse": "sklearn_measattn.kernels._sparsemax",
     "sklearn_measattn._trained_attention": "sklearn_measattn.inspection._trained_attention",
     "sklearn_measattn._transport": "sklearn_measattn.inspection._transport",
+    "sklearn_measattn.datasets._tails": "sklearn_measattn._tails._sampling",
+    "sklearn_measattn.experiments._tails": "sklearn_measattn._tails._estimation",
 }
 
 

@@ -15,6 +15,7 @@ A batch of measures is a float array ``(n_samples, n_points, n_features)``: samp
   DataFrame: :func:`load_measures`.
 """
 
+from .._tails import TAILS
 from ._benchmarks import (
     BENCHMARK_NAMES,
     load_benchmark,
@@ -24,7 +25,6 @@ from ._benchmarks import (
 )
 from ._loaders import MEASURE_FILE_FORMATS, load_measures
 from ._lorenz96 import OBSERVATION_NOISES, integrate_lorenz96, make_lorenz96_analysis
-from ._tails import TAILS
 
 __all__ = [
     "TAILS",

@@ -23,8 +23,8 @@ import numpy as np
 from sklearn.utils import Bunch, check_random_state
 from sklearn.utils._param_validation import validate_params
 
+from .._tails import SIZE_CONSTRAINTS, TAIL, TAIL_INDEX, check_finite_samples, sample_base
 from .._validation import POSITIVE_INT, Choices, Described, NumberInterval
-from ._tails import SIZE_CONSTRAINTS, TAIL, TAIL_INDEX, _check_finite, _sample_base
 
 __all__ = [
     "BENCHMARK_NAMES",
@@ -219,13 +219,13 @@ def make_matrix_inverse(
 
     A, A_inv, eigenvalues, eigenvectors = _random_spd(n_samples, n_features, condition, rng)
     shape = (n_samples, n_points, n_features)
-    Z = _sample_base(shape, tail, tail_index, rng)
-    Z_target = Z if paired else _sample_base(shape, tail, tail_index, rng)
+    Z = sample_base(shape, tail, tail_index, rng)
+    Z_target = Z if paired else sample_base(shape, tail, tail_index, rng)
     with np.errstate(over="ignore", invalid="ignore"):
         # Points are rows, so A z becomes z @ A.T = z @ A (A symmetric).
         X = Z @ A
         y = _matrix_inverse_target(Z_target, A_inv)
-    _check_finite(X, y, tail, tail_index)
+    check_finite_samples(X, y, tail, tail_index)
     if return_params:
         params = {"A": A, "A_inv": A_inv, "eigenvalues": eigenvalues, "eigenvectors": eigenvectors}
         return X, y, params
@@ -362,9 +362,9 @@ def make_sheared_swap(
     shear = scales[:, 0::2] / scales[:, 1::2]
     shape = (n_samples, n_points, n_features)
     with np.errstate(over="ignore", invalid="ignore"):
-        X = scales[:, np.newaxis, :] * _sample_base(shape, tail, tail_index, rng)
-        y = _sheared_swap_target(X if paired else _sample_base(shape, tail, tail_index, rng), scales, shear, paired)
-    _check_finite(X, y, tail, tail_index)
+        X = scales[:, np.newaxis, :] * sample_base(shape, tail, tail_index, rng)
+        y = _sheared_swap_target(X if paired else sample_base(shape, tail, tail_index, rng), scales, shear, paired)
+    check_finite_samples(X, y, tail, tail_index)
     if return_params:
         return X, y, {"scales": scales, "shear": shear}
     return X, y
@@ -444,12 +444,12 @@ def sample_target_law(bunch, *, n_points=None, random_state=None):
     rng = check_random_state(random_state)
     shape = (n_samples, n_points, n_features)
     with np.errstate(over="ignore", invalid="ignore"):
-        base = _sample_base(shape, params["tail"], params["tail_index"], rng)
+        base = sample_base(shape, params["tail"], params["tail_index"], rng)
         if "A_inv" in params:
             y = _matrix_inverse_target(base, params["A_inv"])
         else:
             y = _sheared_swap_target(base, params["scales"], params["shear"], False)
-    _check_finite(y, y, params["tail"], params["tail_index"])
+    check_finite_samples(y, y, params["tail"], params["tail_index"])
     return y
 
 

@@ -11,8 +11,8 @@ from scipy.special import log_softmax
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_params
 
+from .._tails import SIZE_CONSTRAINTS
 from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
-from ._tails import SIZE_CONSTRAINTS
 
 __all__ = ["make_lorenz96_analysis", "integrate_lorenz96", "OBSERVATION_NOISES"]
 

@@ -24,6 +24,7 @@ The study engine behind the ``measattn`` command line and the scripts in
   number format, table layout and CSV writer of every report.
 """
 
+from .._tails import LIGHT_TAIL_INDEX, TailIndexEstimate, estimate_tail_index
 from ._compare import ROW_FIELDS, compare_kernels, compare_kernels_on_data, print_progress
 from ._diagnose import (
     SYMLOG_BELOW_TAIL_INDEX,
@@ -52,7 +53,6 @@ from ._summary import (
     summarize,
     tied_with_best,
 )
-from ._tails import LIGHT_TAIL_INDEX, TailIndexEstimate, estimate_tail_index
 
 __all__ = [
     "diagnose_measures",

@@ -9,19 +9,19 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import validate_params
 
+from .._tails import (
+    MIN_MEASURES_ACROSS,
+    TAIL_ESTIMATE_CONSTRAINTS,
+    across_sample_tail_index,
+    estimate_tail_index,
+    per_measure_tail_index,
+)
 from .._threads import torch_threads
 from .._validation import POSITIVE_INT, POSITIVE_REAL, check_measures
 from ..kernels import KERNEL_NAMES, get_kernel
 from ..metrics import ATTENTION_ESS_THRESHOLD, attention_ess
 from ..preprocessing import symlog
 from ._report import format_number, format_table
-from ._tails import (
-    MIN_MEASURES_ACROSS,
-    TAIL_ESTIMATE_CONSTRAINTS,
-    _across_sample_tail_index,
-    _per_measure_tail_index,
-    estimate_tail_index,
-)
 
 __all__ = ["Diagnosis", "diagnose_measures", "format_diagnosis", "attention_ess_table", "SYMLOG_BELOW_TAIL_INDEX"]
 
@@ -438,11 +438,11 @@ def diagnose_measures(
     X, weights = check_measures(X, input_name="X", dtype=np.float64)
     tails = estimate_tail_index(X if weights is None else [X[i][weights[i] > 0] for i in range(len(X))],
                                 n_tail=n_tail, confidence=confidence, feature_names=feature_names)
-    own, own_lower, own_upper = _per_measure_tail_index(X, weights, confidence=confidence)
+    own, own_lower, own_upper = per_measure_tail_index(X, weights, confidence=confidence)
     estimated = np.isfinite(own_lower) & np.isfinite(own_upper)
     differ = bool(estimated.sum() >= 2 and own_lower[estimated].max() > own_upper[estimated].min())
     spread = (float(np.nanmin(own)), float(np.nanmax(own))) if np.isfinite(own).any() else (math.nan, math.nan)
-    across = _across_sample_tail_index(X, weights, confidence=confidence, feature_names=feature_names)
+    across = across_sample_tail_index(X, weights, confidence=confidence, feature_names=feature_names)
     basis = _tail_basis(tails, across)
     basis_tails = across if basis == "across samples" else tails
     light = bool(basis_tails.light_tailed[-1])

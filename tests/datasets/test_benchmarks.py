@@ -6,6 +6,7 @@ from scipy.stats import kurtosis
 from sklearn.utils import Bunch
 from sklearn.utils._param_validation import InvalidParameterError
 
+from sklearn_measattn._tails import sample_base
 from sklearn_measattn.datasets import (
     BENCHMARK_NAMES,
     TAILS,
@@ -14,7 +15,6 @@ from sklearn_measattn.datasets import (
     make_sheared_swap,
     sample_target_law,
 )
-from sklearn_measattn.datasets._tails import _sample_base
 
 GENERATORS = {"matrix_inverse": make_matrix_inverse, "sheared_swap": make_sheared_swap}
 ALL_CASES = [(name, tail) for name in BENCHMARK_NAMES for tail in TAILS]
@@ -201,7 +201,7 @@ def test_sheared_swap_gaussian_marginal_scales():
 @pytest.mark.parametrize("alpha", [1.5, 3.0])
 def test_pareto_tail_index_recovered_by_hill(alpha):
     rng = np.random.RandomState(0)
-    Z = _sample_base((200_000, 2), "pareto", alpha, rng)
+    Z = sample_base((200_000, 2), "pareto", alpha, rng)
     # |Z| + 1 is exactly Pareto(alpha, xm=1): Hill is unbiased there.
     assert abs(hill_tail_index(np.abs(Z) + 1.0, k=2000) / alpha - 1) < 0.08
     # Survival function P(|Z| > t) = (1 + t)^-alpha.
@@ -223,13 +223,13 @@ def test_pareto_tail_index_through_generator():
 
 @pytest.mark.parametrize("df", [1.5, 3.0])
 def test_student_t_radial_tail_index(df):
-    Z = _sample_base((200_000, 2), "student_t", df, np.random.RandomState(0))
+    Z = sample_base((200_000, 2), "student_t", df, np.random.RandomState(0))
     assert abs(hill_tail_index(np.linalg.norm(Z, axis=1), k=1000) / df - 1) < 0.12
 
 
 def test_student_t_heavier_than_gaussian():
-    Z_t = _sample_base((20000, 2), "student_t", 1.5, np.random.RandomState(0))
-    Z_g = _sample_base((20000, 2), "gaussian", 1.5, np.random.RandomState(0))
+    Z_t = sample_base((20000, 2), "student_t", 1.5, np.random.RandomState(0))
+    Z_g = sample_base((20000, 2), "gaussian", 1.5, np.random.RandomState(0))
     assert kurtosis(Z_t[:, 0]) > 50
     assert abs(kurtosis(Z_g[:, 0])) < 0.2
     assert np.abs(Z_t).max() > 10 * np.abs(Z_g).max()
@@ -238,10 +238,10 @@ def test_student_t_heavier_than_gaussian():
 def test_student_t_is_elliptical_shared_chi2():
     # One chi-square per point: the coordinates are uncorrelated but dependent,
     # |Z1| and |Z2| are strongly positively correlated (they share 1/sqrt(W)).
-    Z = _sample_base((50_000, 2), "student_t", 5.0, np.random.RandomState(0))
+    Z = sample_base((50_000, 2), "student_t", 5.0, np.random.RandomState(0))
     assert abs(np.corrcoef(Z[:, 0], Z[:, 1])[0, 1]) < 0.03
     assert np.corrcoef(np.abs(Z[:, 0]), np.abs(Z[:, 1]))[0, 1] > 0.1
-    P = _sample_base((50_000, 2), "pareto", 5.0, np.random.RandomState(0))
+    P = sample_base((50_000, 2), "pareto", 5.0, np.random.RandomState(0))
     assert abs(np.corrcoef(np.abs(P[:, 0]), np.abs(P[:, 1]))[0, 1]) < 0.03
 
 

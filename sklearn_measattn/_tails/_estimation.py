@@ -226,7 +226,7 @@ def _check_feature_names(feature_names, n_features):
     return names
 
 
-def _per_measure_tail_index(X, weights=None, *, confidence=0.95):
+def per_measure_tail_index(X, weights=None, *, confidence=0.95):
     """Hill estimates of the norm's tail index of each measure on its own.
 
     Each measure uses ``k = floor(sqrt(n_i))`` of its own ``n_i`` points; a
@@ -262,7 +262,7 @@ def _measure_medians(X, weights):
     return np.stack([np.median(X[i][weights[i] > 0], axis=0) for i in range(X.shape[0])])
 
 
-def _across_sample_tail_index(X, weights=None, *, confidence=0.95, light_tail_index=LIGHT_TAIL_INDEX,
+def across_sample_tail_index(X, weights=None, *, confidence=0.95, light_tail_index=LIGHT_TAIL_INDEX,
                               feature_names=None):
     """Hill estimates of the tail index across samples, or ``None`` below :data:`MIN_MEASURES_ACROSS` measures.
 

@@ -41,7 +41,7 @@ TAIL_INDEX = NumberInterval(
 SIZE_CONSTRAINTS = {"n_samples": [POSITIVE_INT], "n_points": [POSITIVE_INT], "n_features": [POSITIVE_INT]}
 
 
-def _check_finite(X, y, tail, tail_index):
+def check_finite_samples(X, y, tail, tail_index):
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise ValueError(
             f"tail={tail!r} with tail_index={tail_index!r} produced values that overflow "
@@ -55,7 +55,7 @@ def _check_finite(X, y, tail, tail_index):
 # --------------------------------------------------------------------------- #
 
 
-def _sample_base(shape, tail, tail_index, rng):
+def sample_base(shape, tail, tail_index, rng):
     """Draw iid points of the base family; ``shape = (..., n_features)``.
 
     The caller validates ``tail`` and ``tail_index`` and owns ``rng`` (a
