@@ -34,14 +34,14 @@ Markers (registered in ``pyproject.toml``):
 """
 
 import os
-import shutil
-import sys
 from types import MappingProxyType
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import settings
+
+from sklearn_measattn._extension._loader import build_precondition
 
 # tests/data holds inputs: models pickled by an earlier version and the script that made them
 collect_ignore_glob = ["data/*"]
@@ -55,16 +55,11 @@ def fused_skip_reason():
     """Why the fused CPU kernels cannot be built here, or ``None`` when they can.
 
     The loader's own preconditions (``MEASATTN_FUSED`` not disabling them, Linux,
-    the compiler ``$CXX`` or ``c++`` on the ``PATH``), checked without building
-    anything, so collection stays fast.
+    a C++ compiler, ninja), checked without building anything, so collection
+    stays fast.
     """
-    if os.environ.get("MEASATTN_FUSED", "1").strip() in ("0", "false", "False", "no"):
-        return "needs the fused CPU kernels, which MEASATTN_FUSED=0 disables"
-    if not sys.platform.startswith("linux"):
-        return f"needs the fused CPU kernels, which are built on Linux only (this is {sys.platform})"
-    if shutil.which(os.environ.get("CXX", "c++")) is None:
-        return "needs the fused CPU kernels, which need a C++ compiler (c++, or $CXX) to build"
-    return None
+    reason = build_precondition()
+    return None if reason is None else f"needs the fused CPU kernels: {reason}"
 
 
 def pytest_collection_modifyitems(config, items):

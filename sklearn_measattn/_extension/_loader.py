@@ -1,16 +1,22 @@
 """Build and load the fused CPU kernels (``csrc/*.cpp``): attention and the energy distance.
 
-The C++ sources ship with the package and are compiled together on first use,
-with the machine's C++ compiler against the installed torch, into one library
-in a cache directory; later processes load the cached library. The first build prints one line to
-stderr saying what is compiled and about how long it takes. Processes that start
-at once build it once (the others wait on a file lock, then load it); a cached
-library that fails to load (a truncated or corrupt file) is rebuilt once; a cache
-directory that cannot be written falls back to one under the system's temporary
-directory. Every other failure (no compiler, a torch build without the BLAS
-symbol) leaves the pure-PyTorch ``"chunked"`` backends (attention and energy)
-in charge, and
-:func:`fused_unavailable_reason` says why.
+The C++ sources ship with the package and are compiled on first use by
+:func:`torch.utils.cpp_extension.load`: ninja runs the machine's C++ compiler
+with the installed torch's headers and libraries, one source per core, and
+links one library in a build directory under the cache directory; later
+processes find it up to date (ninja rebuilds it when a source or a flag
+changes) and load it. The library is built with ``-march=native``, so the
+build directory's name holds a signature of the CPU (its feature flags), of
+the torch installation and of the compiler: a cache shared by different
+machines, or by several environments, keeps one build of each. The first
+build prints one line to stderr saying what is compiled and about how long it
+takes. Processes that start at once build once: the others wait on a lock that
+the system releases when its holder dies, then load what the first built. A
+cached library that fails to load (a truncated or corrupt file) is rebuilt
+once; a cache directory that cannot be written falls back to one under the
+system's temporary directory. Every other failure (no compiler, no ninja, a
+compiler error) leaves the pure-PyTorch ``"chunked"`` backends (attention and
+energy) in charge, and :func:`fused_unavailable_reason` says why.
 
 Environment variables
 ---------------------
@@ -42,28 +48,39 @@ import torch
 
 logger = logging.getLogger(__name__)
 
+NAME = "measattn_fused"  # the library's name; its ops are torch.ops.measattn_fused.*
 SOURCES = tuple(Path(__file__).with_name("csrc") / name for name in ("fused_attention.cpp", "fused_energy.cpp"))
-# Keep in sync with the Kind enum of the C++ source.
+# The values of the C++ Kind enum in fused_attention.cpp (a test compares them).
 KIND_SOFTMAX, KIND_POLY_INT, KIND_POLY_REAL, KIND_LOG, KIND_SIGMOID, KIND_SOFTPLUS = range(6)
 # -fno-trapping-math lets the compiler if-convert the branch-free kernels into
-# vector selects; -march=native is safe because the cache key includes the CPU;
-# on x86-64, -mprefer-vector-width=512 uses the full AVX-512 width where the CPU
-# has it (gcc tunes some Intel targets to 256-bit vectors) and changes nothing on
-# AVX2 CPUs (the option does not exist for other architectures).
+# vector selects; -march=native is safe because the build directory's name holds
+# the CPU's flags; on x86-64, -mprefer-vector-width=512 uses the full AVX-512
+# width where the CPU has it (gcc tunes some Intel targets to 256-bit vectors)
+# and changes nothing on AVX2 CPUs (the option does not exist for other
+# architectures). -fopenmp also makes at::parallel_for, inlined from torch's
+# headers as an OpenMP loop, run on torch's threads.
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "x64")
 _CFLAGS = ("-O3", "-march=native", *(("-mprefer-vector-width=512",) if _X86 else ()), "-fopenmp",
-           "-fno-math-errno", "-fno-trapping-math", "-std=c++20", "-fPIC", "-shared")
-# What the one line printed before a first build says to expect (measured: 11-30 s
-# on 2-core x86-64 machines, longer while other work loads the cores).
-_BUILD_ESTIMATE = "about 15-30 s"
+           "-fno-math-errno", "-fno-trapping-math")
+_LDFLAGS = ("-fopenmp",)
+# What the one line printed before a first build says to expect (measured on a
+# 2-core AMD EPYC: 12-15 s, ninja compiling the two sources at once, 20 s of
+# compiler CPU time; longer while other work loads the cores).
+_BUILD_ESTIMATE = "about 10-30 s"
 
 _lock = threading.Lock()
 _state = {"loaded": False, "reason": None, "build_seconds": None, "library": None}
 
 
 def fused_unavailable_reason():
-    """Return ``None`` when the fused kernels are loaded (building them if
-    needed), else a sentence saying why they cannot be used here."""
+    """Whether the fused kernels can be used, loading them (and building them if needed).
+
+    Returns
+    -------
+    str or None
+        ``None`` when the kernels are loaded, else a sentence saying why they
+        cannot be used here.
+    """
     if _state["loaded"]:
         return None
     with _lock:
@@ -75,63 +92,157 @@ def fused_unavailable_reason():
 
 
 def build_seconds():
-    """Seconds this process spent compiling the library (``0.0`` when it came
-    from the cache, ``None`` before any load)."""
+    """Seconds this process spent compiling the library.
+
+    Returns
+    -------
+    float or None
+        ``0.0`` when the library was up to date in the cache, ``None`` before
+        any load.
+    """
     return _state["build_seconds"]
 
 
-def _load():
+def _ninja_directory():
+    """The directory of the ninja that builds the library: the one on the ``PATH``, else the
+    binary of the ``ninja`` package (a dependency, installed with the package), else None."""
+    found = shutil.which("ninja")
+    if found is not None:
+        return os.path.dirname(found)
+    try:
+        import ninja
+    except ImportError:
+        return None
+    directory = getattr(ninja, "BIN_DIR", None)
+    return directory if directory and shutil.which("ninja", path=directory) else None
+
+
+@contextlib.contextmanager
+def _ninja_on_path(directory):
+    """``directory`` first on the ``PATH`` while torch runs ninja (it looks for it there only)."""
+    before = os.environ.get("PATH", "")
+    os.environ["PATH"] = directory + os.pathsep + before
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = before
+
+
+def build_precondition():
+    """Why the library cannot be built here, checked without building, or None.
+
+    Returns
+    -------
+    str or None
+        The reason (``MEASATTN_FUSED=0``, not Linux, no C++ compiler, no
+        ninja), or ``None`` when a build can be tried.
+    """
     if os.environ.get("MEASATTN_FUSED", "1").strip() in ("0", "false", "False", "no"):
         return "disabled by the environment variable MEASATTN_FUSED=0"
     if not sys.platform.startswith("linux"):
         return f"the fused CPU kernels are built on Linux only (this is {sys.platform})"
-    compiler = shutil.which(os.environ.get("CXX", "c++"))
-    if compiler is None:
+    if shutil.which(os.environ.get("CXX", "c++")) is None:
         return "no C++ compiler found (install g++ or set CXX) to build the fused CPU kernels"
+    if _ninja_directory() is None:
+        return "the fused CPU kernels are built with ninja, which is neither on the PATH nor installed (pip install ninja)"
+    return None
+
+
+def _load():
+    reason = build_precondition()
+    if reason is not None:
+        return reason
+    compiler = shutil.which(os.environ.get("CXX", "c++"))
+    from torch.utils import cpp_extension
+
     try:
-        library = _library_path(compiler, _writable_cache_dir())
-        with _build_lock(library):
-            _state["build_seconds"] = 0.0
-            if not library.exists():
-                _build(compiler, library)
+        directory = _writable_cache_dir() / _build_name(compiler)
+        directory.mkdir(parents=True, exist_ok=True)
+        library = directory / f"{NAME}.so"
+        with _build_lock(directory):
+            _remove_stale_baton(directory)
+            built_before = _mtime(library)
+            if built_before is None or built_before < max(_mtime(source) for source in SOURCES):
+                _announce(directory)
+            started = time.perf_counter()
             try:
-                torch.ops.load_library(str(library))
+                _build_and_load(cpp_extension, directory)
             except OSError as error:  # a truncated or corrupt cached file: rebuild it once
                 logger.warning("cached fused kernel library %s failed to load (%s); rebuilding it", library, error)
-                library.unlink(missing_ok=True)
-                _build(compiler, library)
-                torch.ops.load_library(str(library))
+                for product in (library, *directory.glob("*.o")):
+                    product.unlink(missing_ok=True)
+                _build_and_load(cpp_extension, directory)
+            elapsed = time.perf_counter() - started
+        _state["build_seconds"] = elapsed if _mtime(library) != built_before else 0.0
+        if _state["build_seconds"]:
+            logger.info("built fused CPU kernels in %.1f s: %s", elapsed, library)
         _register_fake_kernels()
         _state["library"] = library
     except (OSError, RuntimeError, subprocess.SubprocessError) as error:
-        return f"building or loading the fused CPU kernels failed: {error}"
+        return f"building or loading the fused CPU kernels failed: {_last_lines(str(error))}"
     _state["loaded"] = True
     return None
 
 
-def _build(compiler, library):
+def _build_and_load(cpp_extension, directory):
+    # load() keeps a record of the builds of this process: it skips ninja when
+    # called again with the same arguments, and names the library <name>_v1 when
+    # called with others (another build directory). The directory tells builds
+    # apart and ninja sees what is out of date, so forget the record.
+    versioner = getattr(cpp_extension, "JIT_EXTENSION_VERSIONER", None)
+    if versioner is not None:
+        versioner.entries.pop(NAME, None)
+    with _ninja_on_path(_ninja_directory()):
+        cpp_extension.load(NAME, [str(source) for source in SOURCES], extra_cflags=list(_CFLAGS),
+                           extra_ldflags=list(_LDFLAGS), build_directory=str(directory), is_python_module=False)
+
+
+def _announce(directory):
     names = ", ".join(source.name for source in SOURCES)
     print(f"sklearn_measattn: compiling the fused CPU kernels ({names}, C++ against torch "
-          f"{torch.__version__}) into {library.parent}; {_BUILD_ESTIMATE}, once per machine and torch version.",
+          f"{torch.__version__}) into {directory}; {_BUILD_ESTIMATE}, once per machine and torch version.",
           file=sys.stderr, flush=True)
-    started = time.perf_counter()
-    _compile(compiler, library)
-    _state["build_seconds"] = time.perf_counter() - started
-    logger.info("built fused CPU kernels in %.1f s: %s", _state["build_seconds"], library)
+
+
+def _last_lines(message, limit=2000):
+    """The end of a long message (a build's output ends with the compiler's error)."""
+    return message if len(message) <= limit else "..." + message[-limit:]
+
+
+def _mtime(path):
+    try:
+        return path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
 
 
 @contextlib.contextmanager
-def _build_lock(library):
-    """Hold an exclusive lock on ``<library>.lock`` while building or loading, so
-    that processes starting together build once: the others wait, then load."""
+def _build_lock(directory):
+    """Hold an exclusive lock on ``<directory>.lock`` while building or loading, so
+    that processes starting together build once: the others wait, then load.
+
+    torch's own lock (the file ``lock`` in the build directory, which
+    :func:`~torch.utils.cpp_extension.load` creates and deletes) outlives a
+    process killed while building, and every later load would wait for it
+    forever; this one is released by the system when its holder dies.
+    """
     import fcntl  # POSIX only, like the build itself
 
-    with open(library.with_suffix(".lock"), "a") as handle:
+    with open(directory.with_suffix(".lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_stale_baton(directory):
+    """Delete torch's lock file left by a build that was killed: under
+    :func:`_build_lock` no other process is inside ``load()`` for this directory."""
+    baton = directory / "lock"
+    if baton.exists():
+        logger.warning("removing %s, left behind by a build of the fused CPU kernels that was killed", baton)
+        baton.unlink(missing_ok=True)
 
 
 def _register_fake_kernels():
@@ -189,35 +300,11 @@ def _cpu_signature():
     return platform.processor() or platform.machine()
 
 
-def _library_path(compiler, directory):
+def _build_name(compiler):
+    """The build directory's name: one per CPU, torch installation, compiler and
+    copy of the sources (changes to the sources and flags are ninja's to see)."""
     key = hashlib.sha256()
-    sources = [source.read_bytes() for source in SOURCES]
-    for part in (*sources, torch.__version__.encode(), compiler.encode(), " ".join(_CFLAGS).encode(),
-                 _cpu_signature().encode()):
-        key.update(part)
+    for part in (_cpu_signature(), torch.__version__, torch.__file__, compiler, str(SOURCES[0].parent)):
+        key.update(part.encode())
         key.update(b"\0")
-    return directory / f"fused_attention_{key.hexdigest()[:16]}.so"
-
-
-def _compile(compiler, library):
-    from torch.utils import cpp_extension
-
-    library.parent.mkdir(parents=True, exist_ok=True)
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    includes = [f"-I{path}" for path in cpp_extension.include_paths()]
-    lib_dirs = cpp_extension.library_paths()
-    links = [f"-L{path}" for path in lib_dirs] + [f"-Wl,-rpath,{path}" for path in lib_dirs]
-    # Compile into a temporary name, then rename: concurrent processes (dask
-    # workers, pytest-xdist) may build at once, and a reader never sees half a file.
-    handle, partial = tempfile.mkstemp(suffix=".so", dir=library.parent)
-    os.close(handle)
-    command = [compiler, *_CFLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *includes, *map(str, SOURCES), "-o", partial,
-               *links, "-lc10", "-ltorch_cpu"]
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        if result.returncode != 0:
-            raise RuntimeError(f"{' '.join(command)}\n{result.stderr[-2000:]}")
-        os.replace(partial, library)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    return f"{NAME}-{key.hexdigest()[:16]}"

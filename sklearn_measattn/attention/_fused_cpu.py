@@ -1,4 +1,4 @@
-"""The fused CPU kernels (``_csrc/fused_attention.cpp``) as an autograd function."""
+"""The fused CPU kernels (``_extension/csrc/fused_attention.cpp``) as an autograd function."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def fused_query_block(query_block, q, v, key_block):
 
 
 class FusedKernelAttention(torch.autograd.Function):
-    """The fused CPU kernels (``_csrc/fused_attention.cpp``) as an autograd function.
+    """The fused CPU kernels (``_extension/csrc/fused_attention.cpp``) as an autograd function.
 
     Forward and backward each make one pass over tiles of queries x keys that
     stay in cache: a BLAS gemm for the tile's scores, the kernel's weights in

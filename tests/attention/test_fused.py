@@ -1,6 +1,7 @@
 """The fused CPU backend (C++ kernels compiled on first use) against the reference."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -9,13 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from sklearn_measattn import _extension as extension
 from sklearn_measattn import attention
 from sklearn_measattn._extension import _loader as _fused
 from sklearn_measattn.attention import fused_status, kernel_attention, resolve_backend
 from sklearn_measattn.kernels import KERNEL_NAMES, get_kernel
+from tests.conftest import fused_skip_reason
 
-HAS_COMPILER = sys.platform.startswith("linux") and shutil.which("c++") is not None
-needs_fused = pytest.mark.skipif(not HAS_COMPILER, reason="the fused CPU kernels are built with a Linux C++ compiler")
+HAS_COMPILER = fused_skip_reason() is None  # the `fused` marker's condition (tests/conftest.py), for test bodies
 
 KERNELS = [(name, {}) for name in KERNEL_NAMES] + [("poly", {"degree": d}) for d in (2, 3, 4, 1.5, 7.25)]
 KERNEL_IDS = [name + "".join(f"-{v}" for v in params.values()) for name, params in KERNELS]
@@ -47,13 +49,13 @@ def assert_matches(fused, reference, rtol=2e-5):
         assert error <= rtol * max(size, 1.0), f"{name}: max error {error:.3g} vs magnitude {size:.3g}"
 
 
-@needs_fused
+@pytest.mark.fused
 def test_builds_on_a_machine_with_a_compiler():
     assert _fused.fused_unavailable_reason() is None
     assert _fused.build_seconds() is not None
 
 
-@needs_fused
+@pytest.mark.fused
 @pytest.mark.parametrize("kernel, params", KERNELS, ids=KERNEL_IDS)
 @pytest.mark.parametrize("with_weights", [False, True])
 def test_matches_naive_float64(kernel, params, with_weights, monkeypatch):
@@ -71,7 +73,7 @@ def test_matches_naive_float64(kernel, params, with_weights, monkeypatch):
     assert_matches(fused, reference)
 
 
-@needs_fused
+@pytest.mark.fused
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
 def test_default_tiles_match_chunked(kernel):
     """Default tile sizes (keys spanning two tiles) give the chunked backend's numbers."""
@@ -79,7 +81,7 @@ def test_default_tiles_match_chunked(kernel):
     assert_matches(run(q, k, v, kernel, "fused", torch.float32), run(q, k, v, kernel, "chunked", torch.float64))
 
 
-@needs_fused
+@pytest.mark.fused
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
 def test_extreme_scores_stay_finite_and_match(kernel):
     # Scores of order 1e4, where exp overflows float32 and log-weights differ by
@@ -90,7 +92,7 @@ def test_extreme_scores_stay_finite_and_match(kernel):
     assert_matches(fused, reference, rtol=1e-4)
 
 
-@needs_fused
+@pytest.mark.fused
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
 def test_zero_weight_equals_deleting_points(kernel):
     q, k, v = make_inputs(n_keys=30)
@@ -102,7 +104,7 @@ def test_zero_weight_equals_deleting_points(kernel):
     torch.testing.assert_close(with_zeros, deleted, rtol=1e-5, atol=1e-6)
 
 
-@needs_fused
+@pytest.mark.fused
 def test_integer_weights_equal_repeated_points():
     q, k, v = make_inputs(n_keys=12)
     counts = torch.arange(1, 13) % 3 + 1
@@ -112,7 +114,7 @@ def test_integer_weights_equal_repeated_points():
     torch.testing.assert_close(weighted, repeated, rtol=1e-5, atol=1e-6)
 
 
-@needs_fused
+@pytest.mark.fused
 def test_non_contiguous_inputs_and_single_thread():
     """Transposed (batch, points, heads, d) layouts, as the transformer makes them,
     and one intra-op thread give the same result as contiguous inputs."""
@@ -130,7 +132,7 @@ def test_non_contiguous_inputs_and_single_thread():
         torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-7)
 
 
-@needs_fused
+@pytest.mark.fused
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("with_weights", [False, True])
 def test_backward_split_over_query_tiles_when_few_heads(threads, with_weights):
@@ -150,7 +152,7 @@ def test_backward_split_over_query_tiles_when_few_heads(threads, with_weights):
     assert_matches(fused, run(q, k, v, "sigmoid", "naive", torch.float64, weights))
 
 
-@needs_fused
+@pytest.mark.fused
 def test_repeated_runs_give_identical_bits():
     q, k, v = make_inputs(n_queries=50, n_keys=80)
     first, second = (run(q, k, v, "log", "fused", torch.float32) for _ in range(2))
@@ -158,7 +160,7 @@ def test_repeated_runs_give_identical_bits():
         assert torch.equal(a, b)
 
 
-@needs_fused
+@pytest.mark.fused
 def test_saves_no_quadratic_tensor():
     n = 256
     q, k, v = [t.requires_grad_(True) for t in make_inputs(batch=1, heads=1, n_queries=n, n_keys=n, d=4)]
@@ -169,7 +171,7 @@ def test_saves_no_quadratic_tensor():
     assert saved and max(saved) < n * n // 8, saved
 
 
-@needs_fused
+@pytest.mark.fused
 def test_auto_picks_fused_for_built_in_kernels_in_float32():
     x32, x64 = torch.zeros(1, 1, 2, 2), torch.zeros(1, 1, 2, 2, dtype=torch.float64)
     for name in ("poly", "log", "sigmoid", "softplus"):
@@ -230,19 +232,21 @@ def test_environment_variable_disables_the_build(tmp_path):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fused kernels are built on Linux only")
 def test_failed_compile_reports_the_compiler_error(tmp_path, monkeypatch):
     """A compiler that fails leaves a reason with its message and no library behind."""
+    if shutil.which("c++") is None or shutil.which("ninja") is None:
+        pytest.skip("the build runs c++ (asked for its version here) through ninja")
     failing = tmp_path / "bad-c++"
-    failing.write_text("#!/bin/sh\necho 'fatal error: simulated' >&2\nexit 1\n")
+    failing.write_text(ANSWERS_VERSION_QUERIES + "echo 'fatal error: simulated' >&2\nexit 1\n")
     failing.chmod(0o755)
     monkeypatch.setenv("CXX", str(failing))
     monkeypatch.setenv("MEASATTN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("MEASATTN_FUSED", raising=False)
     reason = _fused._load()
     assert reason is not None and "simulated" in reason
-    assert not list((tmp_path / "cache").glob("*.so"))
+    assert not list((tmp_path / "cache").rglob("*.so"))
 
 
 @pytest.mark.slow
-@needs_fused
+@pytest.mark.fused
 def test_torch_compile_traces_the_fused_ops():
     """The ops have shape-only fake kernels, so torch.compile can trace a model
     that uses them (aot_eager: dynamo and AOTAutograd, no C++ code generation)."""
@@ -262,15 +266,26 @@ def test_torch_compile_traces_the_fused_ops():
         torch.testing.assert_close(param.grad, grad)
 
 
-# A stand-in compiler: it records each call, waits a little (so that processes
-# started together overlap), and "compiles" by copying an already built library.
-FAKE_COMPILER = """#!/bin/sh
-echo build >> "{log}"
-sleep 1
+# Stand-in compilers answer the version queries of torch's compiler check with
+# the real compiler's answers.
+ANSWERS_VERSION_QUERIES = """#!/bin/sh
+case "$1" in -v|--version|-dumpversion|-dumpfullversion) exec c++ "$@";; esac
+"""
+
+# A stand-in compiler for ninja's two steps: it "compiles" each source into an
+# empty object (with an empty dependency file), and "links" by recording the
+# build, waiting a little (so that processes started together overlap) and
+# copying an already built library.
+FAKE_COMPILER = ANSWERS_VERSION_QUERIES + """out=
+deps=
 while [ "$#" -gt 0 ]; do
-  if [ "$1" = "-o" ]; then cp "{library}" "$2"; fi
+  case "$1" in -o) out="$2";; -MF) deps="$2";; esac
   shift
 done
+case "$out" in
+  *.so) echo build >> "{log}"; sleep 1; cp "{library}" "$out";;
+  *) echo "$out:" > "$deps"; : > "$out";;
+esac
 """
 
 LOAD_IN_A_FRESH_PROCESS = (
@@ -289,7 +304,7 @@ def fake_compiler(tmp_path):
     return compiler, log
 
 
-def load_in_subprocesses(count, env):
+def load_in_subprocesses(count, env, timeout=300):
     env = {**os.environ, **env}
     env.pop("MEASATTN_FUSED", None)
     processes = [
@@ -297,7 +312,12 @@ def load_in_subprocesses(count, env):
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(count)
     ]
-    return [process.communicate(timeout=300) + (process.returncode,) for process in processes]
+    try:
+        return [process.communicate(timeout=timeout) + (process.returncode,) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
 
 
 def build_lines(results):
@@ -305,7 +325,7 @@ def build_lines(results):
 
 
 @pytest.mark.slow
-@needs_fused
+@pytest.mark.fused
 def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
     compiler, log = fake_compiler(tmp_path)
     results = load_in_subprocesses(3, {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(tmp_path / "cache")})
@@ -320,14 +340,14 @@ def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
 
 
 @pytest.mark.slow
-@needs_fused
+@pytest.mark.fused
 def test_corrupt_cached_library_is_rebuilt_once(tmp_path):
     compiler, log = fake_compiler(tmp_path)
     cache = tmp_path / "cache"
     env = {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(cache)}
     [(stdout, stderr, code)] = load_in_subprocesses(1, env)
     library = Path(stdout.splitlines()[1])
-    assert code == 0 and library.parent == cache
+    assert code == 0 and library.parent.parent == cache
     library.write_bytes(b"not a shared library")  # a truncated or damaged file
     [(stdout, stderr, code)] = load_in_subprocesses(1, env)
     assert code == 0 and stdout.splitlines()[0] == "None", stderr
@@ -337,7 +357,7 @@ def test_corrupt_cached_library_is_rebuilt_once(tmp_path):
 
 
 @pytest.mark.slow
-@needs_fused
+@pytest.mark.fused
 def test_unwritable_cache_falls_back_to_a_temporary_directory(tmp_path):
     compiler, log = fake_compiler(tmp_path)
     blocker = tmp_path / "a-file"
@@ -348,5 +368,70 @@ def test_unwritable_cache_falls_back_to_a_temporary_directory(tmp_path):
     [(stdout, stderr, code)] = load_in_subprocesses(1, env)
     assert code == 0 and stdout.splitlines()[0] == "None", stderr
     library = Path(stdout.splitlines()[1])
-    assert library.parent.parent == temporary and library.exists()
+    assert library.parent.parent.parent == temporary and library.exists()
     assert "not writable" in stderr
+
+
+@pytest.mark.slow
+@pytest.mark.fused
+def test_a_lock_left_by_a_killed_build_does_not_block_the_next(tmp_path):
+    """torch's lock file, which a build killed midway leaves in the build
+    directory, is removed by the next process, which then builds."""
+    compiler, log = fake_compiler(tmp_path)
+    cache = tmp_path / "cache"
+    directory = cache / _fused._build_name(str(compiler))
+    directory.mkdir(parents=True)
+    (directory / "lock").touch()
+    [(stdout, stderr, code)] = load_in_subprocesses(1, {"CXX": str(compiler), "MEASATTN_CACHE_DIR": str(cache)},
+                                                    timeout=120)
+    assert code == 0 and stdout.splitlines()[0] == "None", stderr
+    assert Path(stdout.splitlines()[1]).parent == directory
+    assert log.read_text().splitlines() == ["build"]
+    assert not (directory / "lock").exists()
+
+
+def test_build_directory_depends_on_the_cpu(monkeypatch):
+    """Libraries built with -march=native for one CPU are never loaded on another
+    that shares the cache: the build directory's name holds the CPU's flags."""
+    monkeypatch.setattr(_fused, "_cpu_signature", lambda: "flags\t\t: fpu sse2 avx2 fma")
+    avx2 = _fused._build_name("/usr/bin/c++")
+    monkeypatch.setattr(_fused, "_cpu_signature", lambda: "flags\t\t: fpu sse2 avx2 fma avx512f avx512bw")
+    avx512 = _fused._build_name("/usr/bin/c++")
+    assert avx2 != avx512
+    assert "-march=native" in _fused._CFLAGS
+
+
+def test_python_kinds_equal_the_cpp_enum():
+    """The KIND_* constants passed to the ops are the values of the C++ Kind enum."""
+    source = _fused.SOURCES[0].read_text()
+    [body] = re.findall(r"enum Kind : int64_t \{(.*?)\};", source, flags=re.DOTALL)
+    cpp = {"KIND_" + re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper(): int(value)
+           for name, value in re.findall(r"k(\w+) = (\d+)", body)}
+    python = {name: getattr(_fused, name) for name in dir(_fused) if name.startswith("KIND_")}
+    assert len(cpp) == 6 and cpp == python
+    assert set(python) <= set(extension.__all__)
+
+
+def test_the_ninja_package_builds_when_no_ninja_is_on_the_path(tmp_path, monkeypatch):
+    """torch looks for ninja on the PATH only; the ninja that pip installs with the package may
+    not be there (a virtual environment not activated), so the loader puts it there for the build."""
+    fake_bin = tmp_path / "ninja_bin"
+    fake_bin.mkdir()
+    (fake_bin / "ninja").write_text("#!/bin/sh\necho 1.11.1\n")
+    (fake_bin / "ninja").chmod(0o755)
+    monkeypatch.setitem(sys.modules, "ninja", type(sys)("ninja"))
+    sys.modules["ninja"].BIN_DIR = str(fake_bin)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert _fused._ninja_directory() == str(fake_bin)
+    with _fused._ninja_on_path(_fused._ninja_directory()):
+        assert shutil.which("ninja") == str(fake_bin / "ninja")
+    assert shutil.which("ninja") is None  # the PATH is given back
+
+
+def test_no_ninja_anywhere_is_a_reason_not_a_failure(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ninja", None)  # import ninja raises ImportError
+    monkeypatch.setenv("CXX", sys.executable)  # any executable passes the compiler's precondition
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("MEASATTN_FUSED", raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert "ninja" in _fused.build_precondition()
