@@ -359,8 +359,21 @@ _SIGNATURES = (
 )
 
 
+#: The bytes :func:`describe_file` reads: a safetensors file's header length and its JSON's first byte.
+HEAD_BYTES = 9
+
+
+def _starts_like_safetensors(head):
+    # An 8-byte little-endian header length, then the JSON header. The length's bytes can
+    # match a signature (a 1152-byte header starts b"\x80\x04", as a protocol-4 pickle does),
+    # so this is checked first; no pickle or archive has "{" at byte 8 after two zero bytes.
+    return len(head) >= HEAD_BYTES and head[6:8] == b"\x00\x00" and head[8:9] == b"{"
+
+
 def describe_file(head):
-    """What a file's first bytes say it is (None: nothing recognised)."""
+    """What a file's first :data:`HEAD_BYTES` bytes say it is (None: a safetensors file, or nothing recognised)."""
+    if _starts_like_safetensors(head):
+        return None
     for signature, what in _SIGNATURES:
         if head.startswith(signature):
             return what
@@ -370,7 +383,7 @@ def describe_file(head):
 def is_pickle_like(path):
     """Whether ``path`` starts like a (possibly compressed) pickle or joblib file."""
     with open(path, "rb") as file:
-        what = describe_file(file.read(8))
+        what = describe_file(file.read(HEAD_BYTES))
     return what is not None and ("pickle" in what or "compressed" in what)
 
 
@@ -394,7 +407,7 @@ def read_state(path, *, expected=FORMAT_NAME):
         raise FileNotFoundError(f"No model file at {path!r}.")
     with open(path, "rb") as file:
         payload = file.read()
-    what = describe_file(payload[:8])
+    what = describe_file(payload[:HEAD_BYTES])
     if what is not None:
         advice = (" Pickles can run code when loaded: load it with joblib.load only if you trust its source, "
                   "then save it again with sklearn_measattn.save_model") if "pickle" in what else ""

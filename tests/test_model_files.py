@@ -267,3 +267,35 @@ def test_a_model_saved_for_cuda_loads_on_the_cpu_with_a_warning(heavy, tmp_path,
         loaded = load_model(tmp_path / "m.safetensors")
     assert loaded.device == "cuda:3" and loaded.device_ == "cpu"
     np.testing.assert_array_equal(loaded.predict(heavy[0]), model.predict(heavy[0]))
+
+
+def _header_size(path):
+    with open(path, "rb") as file:
+        return int.from_bytes(file.read(8), "little")
+
+
+@pytest.mark.parametrize("leading_bytes", [b"\x80\x12", b"\x80\x14", b"x\x9c"], ids=["pickle", "pickle-2", "zlib"])
+def test_a_header_length_that_starts_like_another_format_still_loads(leading_bytes, heavy, tmp_path):
+    """A safetensors file starts with its header's length, whose bytes can read as another format's
+    signature (a length of 0x1280 starts b"\x80", as every pickle does). Such a model file loads;
+    a real pickle is still refused."""
+    import sklearn_measattn._persistence as persistence
+
+    model = _fit(*heavy)
+    tensors, metadata = persistence.fitted_state(model)
+    path = tmp_path / "m.safetensors"
+    target = int.from_bytes(leading_bytes, "little")
+    padding = 0
+    for _ in range(8):  # pad the metadata until the JSON header has exactly that length
+        persistence.write_state(path, tensors, {**metadata, "padding": "x" * padding})
+        if _header_size(path) == target:
+            break
+        padding += target - _header_size(path)
+    assert _header_size(path) == target and path.read_bytes().startswith(leading_bytes)
+    np.testing.assert_array_equal(load_model(path).predict(heavy[0]), model.predict(heavy[0]))
+    assert not persistence.is_pickle_like(path)
+    pickled = tmp_path / "m.pkl"
+    pickled.write_bytes(pickle.dumps(model, protocol=4))
+    assert persistence.is_pickle_like(pickled)
+    with pytest.raises(ValueError, match="it is a pickle"):
+        load_model(pickled)
