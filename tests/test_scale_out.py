@@ -40,6 +40,9 @@ def _search(n_jobs, params):
 def cluster():
     from distributed import Client, LocalCluster
 
+    # Dask sets OMP_NUM_THREADS=1 (and more) in this process's environment for its workers;
+    # give the environment back, or every subprocess a later test starts runs on one thread.
+    environment = dict(os.environ)
     with LocalCluster(
         n_workers=2,
         threads_per_worker=1,
@@ -49,6 +52,8 @@ def cluster():
         worker_dashboard_address=None,
     ) as cluster, Client(cluster) as client:
         yield cluster, client
+    os.environ.clear()
+    os.environ.update(environment)
     # Leaving the context managers closed the client and shut the cluster down.
     assert cluster.status.name in ("closed", "closing")
 

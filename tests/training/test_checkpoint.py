@@ -107,6 +107,9 @@ _KILLED_FIT = textwrap.dedent(
             if len(net.history) == 3:
                 os.kill(os.getpid(), signal.SIGKILL)
 
+    import torch
+
+    torch.set_num_threads(int(sys.argv[4]))  # the test's own count: another count sums in another order
     data = np.load(sys.argv[1])
     params = eval(sys.argv[2])
     MeasureTransformerRegressor(**params, checkpoint_dir=sys.argv[3], callbacks=[KillAt()]).fit(data["X"], data["y"])
@@ -120,7 +123,8 @@ def test_a_fit_killed_with_sigkill_resumes_to_the_uninterrupted_model(heavy, tmp
     params = _params()
     np.savez(tmp_path / "data.npz", X=X, y=y)
     killed = subprocess.run([sys.executable, "-c", _KILLED_FIT, str(tmp_path / "data.npz"), repr(params),
-                             str(tmp_path / "ck")], capture_output=True, text=True, timeout=300)
+                             str(tmp_path / "ck"), str(torch.get_num_threads())], capture_output=True, text=True,
+                            timeout=300)
     assert killed.returncode == -9, killed.stderr
     resumed = MeasureTransformerRegressor(**params, checkpoint_dir=tmp_path / "ck").fit(X, y)
     _assert_same_fit(resumed, MeasureTransformerRegressor(**params).fit(X, y), X)
