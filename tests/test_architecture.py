@@ -174,6 +174,8 @@ def test_the_cycle_check_finds_a_function_level_cycle():
     assert any({"sklearn_measattn.estimator", "sklearn_measattn.transformer"} <= set(group) for group in _cycles(graph))
 
 
+@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
+                    reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
 def test_models_pickled_before_the_root_was_reorganised_predict_identically():
     """Tiny models of every kernel, pickled (and saved as model files) by the version before the
     package root became subpackages, load and give bit-identical predictions and transports."""
