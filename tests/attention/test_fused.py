@@ -229,11 +229,9 @@ def test_environment_variable_disables_the_build(tmp_path):
     assert not list(tmp_path.iterdir())  # nothing was built
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fused kernels are built on Linux only")
+@pytest.mark.fused  # the build runs through ninja on Linux, with c++ asked for its version
 def test_failed_compile_reports_the_compiler_error(tmp_path, monkeypatch):
     """A compiler that fails leaves a reason with its message and no library behind."""
-    if shutil.which("c++") is None or shutil.which("ninja") is None:
-        pytest.skip("the build runs c++ (asked for its version here) through ninja")
     failing = tmp_path / "bad-c++"
     failing.write_text(ANSWERS_VERSION_QUERIES + "echo 'fatal error: simulated' >&2\nexit 1\n")
     failing.chmod(0o755)
