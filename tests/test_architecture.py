@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import sklearn_measattn
+from tests.conftest import assert_close_across_machines
 
 PACKAGE = Path(sklearn_measattn.__file__).parent
 SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
@@ -174,27 +176,56 @@ def test_the_cycle_check_finds_a_function_level_cycle():
     assert any({"sklearn_measattn.estimator", "sklearn_measattn.transformer"} <= set(group) for group in _cycles(graph))
 
 
-@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
-                    reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
-def test_models_pickled_before_the_root_was_reorganised_predict_identically():
-    """Tiny models of every kernel, pickled (and saved as model files) by the version before the
-    package root became subpackages, load and give bit-identical predictions and transports."""
-    from sklearn_measattn import load_model
-
+def _pre_move_models():
+    """The pickled models, each with its stored predictions and transports, made on another machine."""
     folder = DATA / "pre_move"
-    X = np.load(folder / "X_test.npy")
     pickles = sorted(folder.glob("*.pkl"))
     assert len(pickles) >= 8
     for path in pickles:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # skorch's note on pickles from another torch
             model = pickle.loads(path.read_bytes())
-        np.testing.assert_array_equal(model.predict(X), np.load(folder / f"{path.stem}_predict.npy"), err_msg=path.stem)
-        np.testing.assert_array_equal(model.transport(X, X[:, :3] * 0.5),
-                                      np.load(folder / f"{path.stem}_transport.npy"), err_msg=path.stem)
-        saved = folder / f"{path.stem}.safetensors"
+        yield path, model, np.load(folder / f"{path.stem}_predict.npy"), np.load(folder / f"{path.stem}_transport.npy")
+
+
+@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
+                    reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
+def test_models_pickled_before_the_root_was_reorganised_predict_as_recorded():
+    """Tiny models of every kernel, pickled (and saved as model files) by the version before the
+    package root became subpackages, load and give the predictions and transports recorded then
+    (within float32's cross-machine tolerance: they were recorded on another CPU); the pickle and
+    the model file, loaded here, agree bit for bit."""
+    from sklearn_measattn import load_model
+
+    X = np.load(DATA / "pre_move" / "X_test.npy")
+    for path, model, predicted, transported in _pre_move_models():
+        assert_close_across_machines(model.predict(X), predicted, err_msg=path.stem)
+        assert_close_across_machines(model.transport(X, X[:, :3] * 0.5), transported, err_msg=path.stem)
+        saved = path.with_suffix(".safetensors")
         if saved.exists():
-            np.testing.assert_array_equal(load_model(saved).predict(X), np.load(folder / f"{path.stem}_predict.npy"))
+            np.testing.assert_array_equal(load_model(saved).predict(X), model.predict(X), err_msg=path.stem)
+
+
+@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
+                    reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
+@pytest.mark.parametrize("damage", ["lost transform", "one weight off by 1%"])
+def test_the_cross_machine_tolerance_still_catches_a_loading_regression(damage):
+    """A loading regression moves predictions far outside the tolerance the recorded ones are held to."""
+    X = np.load(DATA / "pre_move" / "X_test.npy")
+    caught = 0
+    for _, model, predicted, _ in _pre_move_models():
+        if damage == "lost transform":
+            if getattr(model, "transform_X_", None) is None:
+                continue
+            model.transform_X_ = model.transform_y_ = None
+        else:
+            with torch.no_grad():
+                weight = next(p for p in model.net_.module_.parameters() if p.dim() == 2)
+                weight.mul_(1.01)
+        with pytest.raises(AssertionError):
+            assert_close_across_machines(model.predict(X), predicted)
+        caught += 1
+    assert caught >= 2
 
 
 @pytest.mark.parametrize("listing", ["pre_move/pickled_names.txt", "pickled_names_before_attention_package.txt"])
