@@ -56,7 +56,15 @@ def save_model(estimator, path):
     the package version and the file format's version. Loading it
     (:func:`load_model`) runs nothing from the file, so it is safe to share
     and to load from anyone. The file is written atomically (a crash while
-    saving leaves the previous file at ``path`` intact).
+    saving leaves the previous file at ``path`` intact), with the permissions
+    the umask gives any new file (``0o666`` less the umask, as ``open``
+    creates files), so that it can be shared as other files are.
+
+    The metadata also records a SHA-256 digest of the content, which
+    :func:`load_model` checks: the hash of every tensor (in the order of the
+    sorted names: the JSON of its name, dtype and shape, then its raw
+    little-endian bytes) followed by the canonical JSON of the metadata
+    (sorted keys, no spaces); see ``sklearn_measattn._persistence.content_digest``.
 
     Parameters
     ----------
@@ -135,10 +143,19 @@ def load_model(path, *, device=None):
     ------
     ValueError
         When the file is not a model file (a pickle, an archive, another
-        safetensors file), is truncated, or was written in a newer format; the
-        message says which, and nothing in the file was run.
+        safetensors file), is truncated, was written in a newer format, or is
+        damaged (its tensors or metadata differ from the SHA-256 digest
+        :func:`save_model` recorded: copy it again); the message says which,
+        and nothing in the file was run.
     FileNotFoundError
         When there is no file at ``path``.
+
+    Notes
+    -----
+    The file's content is checked against the SHA-256 digest that
+    :func:`save_model` recorded in it before anything is built from it. Files
+    written by versions that recorded no digest load as before, unchecked and
+    without a warning.
 
     Examples
     --------

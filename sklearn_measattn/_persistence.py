@@ -6,19 +6,25 @@ training history and the versions as JSON metadata. Reading it parses JSON and
 copies tensors; nothing in it is ever executed, so a file from anyone is safe
 to load. A pickle (``joblib.dump``) can store anything, user functions
 included, and runs code when loaded: it is for files you made yourself.
+
+Every file written here records a SHA-256 digest of its content
+(:func:`content_digest`), checked when it is read: a file damaged on disk or in
+transfer is refused instead of giving wrong predictions. Files written before
+the digest existed have none and load unchecked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import importlib.abc
 import importlib.util
 import inspect
 import json
 import os
+import secrets
 import sys
-import tempfile
 import warnings
 from numbers import Integral
 
@@ -36,6 +42,8 @@ CHECKPOINT_FORMAT = "sklearn-measattn-checkpoint"
 #: The version of that layout; a file with a higher one was written by a newer release.
 FORMAT_VERSION = 1
 _METADATA_KEY = "sklearn_measattn"
+# Beside it in the safetensors metadata: the hex SHA-256 of :func:`content_digest`.
+_DIGEST_KEY = "sklearn_measattn_sha256"
 # A safetensors header is JSON describing the tensors; ours stays far below this.
 _MAX_HEADER_BYTES = 100 * 2**20
 
@@ -319,17 +327,76 @@ def load_network(net, tensors, metadata):
 
 
 # ----------------------------------------------------------------- files
+def _canonical_json(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+
+
+def content_digest(tensors, metadata):
+    """The SHA-256 (hex) that a model file or a checkpoint records of its content, and is checked against.
+
+    The hash is fed, for each tensor in the order of the sorted names, the
+    canonical JSON of ``[name, dtype, shape]`` (``dtype`` as torch spells it,
+    ``"torch.float32"``), a newline and the tensor's bytes (C order,
+    little-endian, as safetensors stores them); then the canonical JSON of
+    ``metadata`` (sorted keys, no spaces, ASCII, ``NaN``/``Infinity`` as
+    Python's ``json`` writes them). The shape and dtype fix each tensor's byte
+    count, so the sequence reads back one way only.
+
+    Parameters
+    ----------
+    tensors : dict of str to torch.Tensor
+        The file's tensors, on the CPU.
+    metadata : dict
+        The file's metadata as JSON reads it back (string keys, lists).
+
+    Returns
+    -------
+    digest : str
+        64 hexadecimal digits.
+    """
+    sha = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        sha.update(_canonical_json([name, str(tensor.dtype), list(tensor.shape)]).encode() + b"\n")
+        raw = tensor.reshape(-1).view(torch.uint8)
+        if sys.byteorder == "big" and tensor.element_size() > 1:
+            raw = raw.reshape(-1, tensor.element_size()).flip(-1).reshape(-1)
+        sha.update(raw.numpy())
+    sha.update(_canonical_json(metadata).encode())
+    return sha.hexdigest()
+
+
+def _create_beside(path):
+    """Create a new, empty temporary file next to ``path``: ``(descriptor, name)``.
+
+    It is opened as ``open`` creates files (mode ``0o666`` less the umask),
+    not with ``tempfile``'s owner-only ``0o600``, so that the file it becomes
+    has the permissions of any file the user writes.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        name = os.path.join(directory, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
+
+
 def write_state(path, tensors, metadata):
     """Write one safetensors file atomically: into a temporary file beside it, then renamed over ``path``.
 
-    A crash while writing leaves whatever was at ``path`` before intact.
+    A crash while writing leaves whatever was at ``path`` before intact. The
+    metadata records the :func:`content_digest` of the file's content, and the
+    file gets the permissions the umask gives new files.
     """
     from safetensors.torch import save
 
-    payload = save(tensors, metadata={"format": "pt", _METADATA_KEY: json.dumps(metadata, allow_nan=True)})
+    text = json.dumps(metadata, allow_nan=True)
+    digest = content_digest(tensors, json.loads(text))
+    payload = save(tensors, metadata={"format": "pt", _METADATA_KEY: text, _DIGEST_KEY: digest})
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    handle, temporary = _create_beside(path)
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(payload)
@@ -340,6 +407,21 @@ def write_state(path, tensors, metadata):
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _check_digest(path, recorded, tensors, metadata, expected):
+    """Refuse a file whose content differs from the digest it recorded (a file without one passes)."""
+    if recorded is None or content_digest(tensors, metadata) == recorded:
+        return
+    if expected == CHECKPOINT_FORMAT:
+        remedy = (f"The fit cannot resume from it; delete the checkpoint file {path!r} (or its directory "
+                  f"{os.path.dirname(path)!r}) and the fit starts afresh.")
+    else:
+        remedy = "Copy or download it again from where it came."
+    raise ValueError(
+        f"{path!r} is damaged: its tensors or metadata differ from the SHA-256 digest recorded when it was "
+        f"written (bytes changed on disk or in transfer). {remedy} Nothing in the file was used."
+    )
 
 
 # Leading bytes of the files people mistake for a model file, and what they are.
@@ -397,7 +479,9 @@ def not_a_model_error(path, reason):
 def read_state(path, *, expected=FORMAT_NAME):
     """``(tensors, metadata)`` of a file written by :func:`write_state`, checked before anything is read.
 
-    Only JSON is parsed and tensors copied: nothing in the file can run.
+    Only JSON is parsed and tensors copied: nothing in the file can run. The
+    content is checked against its recorded :func:`content_digest` (a file
+    written before digests were recorded has none, and is not checked).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load
@@ -433,7 +517,8 @@ def read_state(path, *, expected=FORMAT_NAME):
             path, f"it is truncated: its header describes {8 + header_size + data_end} bytes but the file has "
             f"{len(payload)}. Copy or download it again"
         )
-    raw = (header.get("__metadata__") or {}).get(_METADATA_KEY)
+    stored = header.get("__metadata__") or {}
+    raw = stored.get(_METADATA_KEY)
     if raw is None:
         raise not_a_model_error(path, "it is a safetensors file without sklearn-measattn metadata (tensors only)")
     try:
@@ -458,6 +543,7 @@ def read_state(path, *, expected=FORMAT_NAME):
         tensors = load(payload)
     except SafetensorError as exc:
         raise not_a_model_error(path, f"safetensors could not read its tensors ({exc})") from None
+    _check_digest(path, stored.get(_DIGEST_KEY), tensors, metadata, expected)
     return tensors, metadata
 
 

@@ -299,3 +299,69 @@ def test_a_header_length_that_starts_like_another_format_still_loads(leading_byt
     assert persistence.is_pickle_like(pickled)
     with pytest.raises(ValueError, match="it is a pickle"):
         load_model(pickled)
+
+
+# --------------------------------------------------------------------------- #
+# Damaged files, files without a digest, permissions
+# --------------------------------------------------------------------------- #
+def _header(content):
+    size = int.from_bytes(content[:8], "little")
+    return size, json.loads(content[8:8 + size])
+
+
+def test_a_model_file_with_bytes_changed_in_a_tensor_is_refused_as_damaged(good_file):
+    content = bytearray(good_file.read_bytes())
+    size, header = _header(content)
+    name = max((key for key in header if key.startswith("module.")),
+               key=lambda key: header[key]["data_offsets"][1] - header[key]["data_offsets"][0])
+    begin, end = header[name]["data_offsets"]
+    assert end - begin >= 200, name
+    start = 8 + size + begin + 50
+    content[start:start + 100] = bytes(byte ^ 0xFF for byte in content[start:start + 100])
+    damaged = good_file.with_name("damaged.safetensors")
+    damaged.write_bytes(bytes(content))
+    message = _message(damaged)
+    assert f"{str(damaged)!r} is damaged" in message and "Copy or download it again" in message
+    load_model(good_file)  # the intact file it was copied from loads
+
+
+def test_a_model_file_with_changed_metadata_is_refused_as_damaged(good_file):
+    content = good_file.read_bytes()
+    size, header = _header(content)
+    assert len(header["__metadata__"]["sklearn_measattn_sha256"]) == 64
+    metadata = json.loads(header["__metadata__"]["sklearn_measattn"])
+    assert metadata["params"]["lr"] != 0.5
+    metadata["params"]["lr"] = 0.5  # still a valid model file, but not the one that was saved
+    header["__metadata__"]["sklearn_measattn"] = json.dumps(metadata)
+    encoded = json.dumps(header).encode()
+    changed = good_file.with_name("changed.safetensors")
+    changed.write_bytes(len(encoded).to_bytes(8, "little") + encoded + content[8 + size:])
+    assert f"{str(changed)!r} is damaged" in _message(changed)
+
+
+def test_a_model_file_saved_without_a_digest_loads_without_a_warning(heavy, tmp_path, recwarn):
+    from safetensors.torch import save
+
+    import sklearn_measattn._persistence as persistence
+
+    model = _fit(*heavy, n_layers=1, max_epochs=1)
+    tensors, metadata = persistence.fitted_state(model)
+    path = tmp_path / "old.safetensors"  # written as save_model wrote files before it recorded a digest
+    path.write_bytes(save(tensors, metadata={"format": "pt", "sklearn_measattn": json.dumps(metadata)}))
+    assert "sklearn_measattn_sha256" not in _header(path.read_bytes())[1]["__metadata__"]
+    np.testing.assert_array_equal(load_model(path).predict(heavy[0]), model.predict(heavy[0]))
+    assert not recwarn.list
+
+
+@pytest.mark.parametrize("umask", [0o027, 0o002])
+def test_a_model_file_gets_the_permissions_of_the_umask(umask, heavy, tmp_path):
+    model = _fit(*heavy, n_layers=1, max_epochs=1)
+    path = tmp_path / "m.safetensors"
+    previous = os.umask(umask)
+    try:
+        save_model(model, path)
+        save_model(model, path)  # replacing a file: the new one gets the same permissions
+    finally:
+        os.umask(previous)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+    assert os.listdir(tmp_path) == ["m.safetensors"]

@@ -7,7 +7,10 @@ early-stopping state, the fitted transforms, the parameters and a fingerprint
 of the data. It is written atomically at the end of every epoch, so a fit
 killed at any moment leaves the last completed epoch on disk, and a fit with
 the same parameters and data continues from it to the same model an
-uninterrupted fit ends with.
+uninterrupted fit ends with. Like a model file it records the SHA-256 digest
+of its content (:func:`~sklearn_measattn._persistence.content_digest`); a
+checkpoint damaged on disk is refused, naming the file to delete to start
+afresh, instead of being resumed.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ def find_checkpoint(estimator, fingerprint, *, free_to_change):
 
     A checkpoint of another fit (other parameters, except those named in
     ``free_to_change``, or other data) raises a ``ValueError`` that names the
-    differences: a resume never mixes two fits.
+    differences: a resume never mixes two fits. So does a damaged checkpoint
+    (its content differs from its recorded digest), before any of it is used.
     """
     path = checkpoint_path(estimator.checkpoint_dir)
     if not os.path.exists(path):

@@ -200,6 +200,20 @@ def test_predict_refuses_a_pickle_without_allow_pickle_and_never_runs_it(name, f
     assert not marker.exists() and not (tmp_path / "p.npy").exists()
 
 
+def test_predict_refuses_a_damaged_model_file(files, saved, tmp_path, capsys):
+    folder = files[0]
+    content = bytearray(saved.read_bytes())
+    middle = (8 + int.from_bytes(content[:8], "little") + len(content)) // 2  # inside the tensors' bytes
+    content[middle:middle + 100] = bytes(100)
+    assert content != saved.read_bytes()
+    damaged = tmp_path / "damaged.safetensors"
+    damaged.write_bytes(bytes(content))
+    code, err = _exit(["predict", str(damaged), "--data", str(folder / "X.npy"), "--out", str(tmp_path / "p.npy")],
+                      capsys)
+    assert code == 2 and f"{str(damaged)!r} is damaged" in err and "Copy or download it again" in err
+    assert not (tmp_path / "p.npy").exists()
+
+
 def test_allow_pickle_loads_a_trusted_joblib_model(files, saved, tmp_path, capsys):
     folder, X, _, _, _ = files
     joblib.dump(load_model(saved), tmp_path / "trusted.joblib")

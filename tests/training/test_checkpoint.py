@@ -210,3 +210,27 @@ def test_the_fitted_model_keeps_no_checkpoint_writer(heavy, tmp_path):
     model.predict(X)
     model.set_params(checkpoint_dir=None, warm_start=True).fit(X, y)
     assert (tmp_path / CHECKPOINT).read_bytes() == before
+
+
+def test_a_damaged_checkpoint_is_refused_on_resume_and_written_with_the_umask(heavy, tmp_path, capsys):
+    X, y = heavy
+    params = _params(max_epochs=3)
+    previous = os.umask(0o022)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            MeasureTransformerRegressor(**params, checkpoint_dir=tmp_path, callbacks=[_InterruptAt(2)]).fit(X, y)
+    finally:
+        os.umask(previous)
+    path = tmp_path / CHECKPOINT
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    content = bytearray(path.read_bytes())
+    middle = (8 + int.from_bytes(content[:8], "little") + len(content)) // 2  # inside the tensors' bytes
+    content[middle:middle + 100] = bytes(byte ^ 0xFF for byte in content[middle:middle + 100])
+    path.write_bytes(bytes(content))
+    with pytest.raises(ValueError, match="is damaged") as info:
+        MeasureTransformerRegressor(**params, checkpoint_dir=tmp_path).fit(X, y)
+    assert f"delete the checkpoint file {str(path)!r}" in str(info.value)
+    assert path.read_bytes() == bytes(content) and "Resumed from" not in capsys.readouterr().err
+    path.unlink()  # as the message says: the fit starts afresh
+    assert len(MeasureTransformerRegressor(**params, checkpoint_dir=tmp_path).fit(X, y).history_) == 3
+    assert "Resumed from" not in capsys.readouterr().err
