@@ -8,10 +8,17 @@ processes find it up to date (ninja rebuilds it when a source or a flag
 changes) and load it. The library is built with ``-march=native``, so the
 build directory's name holds a signature of the CPU (its feature flags), of
 the torch installation and of the compiler: a cache shared by different
-machines, or by several environments, keeps one build of each. The first
-build prints one line to stderr saying what is compiled and about how long it
-takes. Processes that start at once build once: the others wait on a lock that
-the system releases when its holder dies, then load what the first built. A
+machines, or by several environments, keeps one build of each. Processes that
+start at once build once: the others wait on a lock that the system releases
+when its holder dies, then load what the first built. A first use that waits
+(for a build in this process, or for another process that holds the lock for
+more than a second) prints one line to stderr: what it waits for, then, once
+done, how long that took, e.g. ``sklearn_measattn: compiling the fused CPU
+kernels (...)... done in 14 s`` or ``sklearn_measattn: waiting for another
+process to build (or load) the fused CPU kernels in <directory>... done in
+47 s``. It is printed, not logged, so that a Python session or ``measattn
+fit`` that pauses for tens of seconds says why without any logging set up;
+loading an up-to-date library prints nothing. A
 cached library that fails to load (a truncated or corrupt file) is rebuilt
 once; a cache directory that cannot be written falls back to one under the
 system's temporary directory. Every other failure (no compiler, no ninja, a
@@ -67,6 +74,9 @@ _LDFLAGS = ("-fopenmp",)
 # 2-core AMD EPYC: 12-15 s, ninja compiling the two sources at once, 20 s of
 # compiler CPU time; longer while other work loads the cores).
 _BUILD_ESTIMATE = "about 10-30 s"
+# How long a process waits for the build lock before it says so: one that only
+# loads an up-to-date library holds the lock well under a second.
+_SILENT_WAIT = 1.0
 
 _lock = threading.Lock()
 _state = {"loaded": False, "reason": None, "build_seconds": None, "library": None}
@@ -162,16 +172,17 @@ def _load():
         with _build_lock(directory):
             _remove_stale_baton(directory)
             built_before = _mtime(library)
-            if built_before is None or built_before < max(_mtime(source) for source in SOURCES):
-                _announce(directory)
+            stale = built_before is None or built_before < max(_mtime(source) for source in SOURCES)
             started = time.perf_counter()
             try:
-                _build_and_load(cpp_extension, directory)
+                with _one_line(_build_announcement(directory)) if stale else contextlib.nullcontext():
+                    _build_and_load(cpp_extension, directory)
             except OSError as error:  # a truncated or corrupt cached file: rebuild it once
                 logger.warning("cached fused kernel library %s failed to load (%s); rebuilding it", library, error)
                 for product in (library, *directory.glob("*.o")):
                     product.unlink(missing_ok=True)
-                _build_and_load(cpp_extension, directory)
+                with _one_line(f"rebuilding the fused CPU kernels in {directory}"):
+                    _build_and_load(cpp_extension, directory)
             elapsed = time.perf_counter() - started
         _state["build_seconds"] = elapsed if _mtime(library) != built_before else 0.0
         if _state["build_seconds"]:
@@ -197,11 +208,38 @@ def _build_and_load(cpp_extension, directory):
                            extra_ldflags=list(_LDFLAGS), build_directory=str(directory), is_python_module=False)
 
 
-def _announce(directory):
+def _build_announcement(directory):
+    """What the line before a build says: what is compiled, where, and about how long it takes."""
     names = ", ".join(source.name for source in SOURCES)
-    print(f"sklearn_measattn: compiling the fused CPU kernels ({names}, C++ against torch "
-          f"{torch.__version__}) into {directory}; {_BUILD_ESTIMATE}, once per machine and torch version.",
-          file=sys.stderr, flush=True)
+    return (f"compiling the fused CPU kernels ({names}, C++ against torch {torch.__version__}) into {directory}, "
+            f"once per machine and torch version ({_BUILD_ESTIMATE})")
+
+
+@contextlib.contextmanager
+def _one_line(what, started=None):
+    """One line on stderr around a wait: ``sklearn_measattn: <what>...`` before it, and after it
+    ``done in 14 s`` (or ``failed after``, ``interrupted after``) on the same line.
+
+    Parameters
+    ----------
+    what : str
+        What the process waits for.
+    started : float, optional
+        When the wait began (a ``time.perf_counter()`` reading), if before now.
+    """
+    print(f"sklearn_measattn: {what}...", end="", file=sys.stderr, flush=True)
+    started = time.perf_counter() if started is None else started
+    ending = "interrupted after"
+    try:
+        yield
+        ending = "done in"
+    except Exception:
+        ending = "failed after"
+        raise
+    finally:
+        seconds = time.perf_counter() - started
+        print(f" {ending} {seconds:.0f} s" if seconds >= 10 else f" {ending} {seconds:.1f} s",
+              file=sys.stderr, flush=True)
 
 
 def _last_lines(message, limit=2000):
@@ -229,11 +267,30 @@ def _build_lock(directory):
     import fcntl  # POSIX only, like the build itself
 
     with open(directory.with_suffix(".lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        _take_lock(handle, directory)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _take_lock(handle, directory):
+    """Take the exclusive lock on the open file ``handle``; a wait longer than
+    ``_SILENT_WAIT`` (another process building) is said on stderr, with its length."""
+    import fcntl
+
+    started = time.perf_counter()
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.perf_counter() - started >= _SILENT_WAIT:
+                break
+            time.sleep(0.05)
+    with _one_line(f"waiting for another process to build (or load) the fused CPU kernels in {directory}",
+                   started=started):
+        fcntl.flock(handle, fcntl.LOCK_EX)
 
 
 def _remove_stale_baton(directory):

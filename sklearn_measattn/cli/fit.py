@@ -23,7 +23,7 @@ from ..experiments import format_number, print_progress
 from ._arguments import add_group_column_option, add_loader_options, positive_int
 from ._estimator_options import add_estimator_options, estimator_params
 from ._files import check_outputs, load_pair
-from ._report import describe_measures, fail, say
+from ._report import describe_measures, describe_training, fail, say
 
 __all__ = ["add_parser", "run"]
 
@@ -34,12 +34,35 @@ _SHOWN_PARAMETERS = ("kernel", "transform", "max_epochs", "d_model", "n_layers",
 
 
 class _EpochProgress(Callback):
-    """One line per epoch on stderr: the epoch, its training (and validation) loss and duration."""
+    """Note where this run's training starts; print one line per epoch on stderr unless quiet.
 
-    def __init__(self, total):
+    Parameters
+    ----------
+    total : int
+        The fit's ``max_epochs``, shown as ``epoch 3/12``.
+    quiet : bool, default=False
+        Print nothing (``--quiet``); where training started is noted all the same.
+
+    Attributes
+    ----------
+    epochs_before_ : int or None
+        The epochs the history held when this run's training began: 0 for a
+        fresh fit, those of the checkpoint for a resumed one, ``None`` when no
+        training began (a checkpoint of a finished fit is loaded as it is).
+    """
+
+    def __init__(self, total, quiet=False):
         self.total = total
+        self.quiet = quiet
+        self.epochs_before_ = None
+
+    def on_train_begin(self, net, **kwargs):
+        # A resumed fit's history holds the checkpoint's epochs by now.
+        self.epochs_before_ = len(net.history)
 
     def on_epoch_end(self, net, **kwargs):
+        if self.quiet:
+            return
         row = net.history[-1]
         valid = f", validation loss {format_number(row['valid_loss'])}" if "valid_loss" in row else ""
         print_progress(f"epoch {row['epoch']}/{self.total}: training loss {format_number(row['train_loss'])}"
@@ -124,8 +147,8 @@ def run(args, parser):
         params["checkpoint_dir"] = args.checkpoint
     X, y, read = load_pair(args, parser)
     model = MeasureTransformerRegressor(**params)
-    if not args.quiet:
-        model.set_params(callbacks=[("cli_progress", _EpochProgress(model.max_epochs))])
+    progress = _EpochProgress(model.max_epochs, quiet=args.quiet)
+    model.set_params(callbacks=[("cli_progress", progress)])
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     shown = {name: value for name, value in model.get_params().items() if name in _SHOWN_PARAMETERS}
@@ -144,7 +167,8 @@ def run(args, parser):
     # The saved model carries neither the command-line progress printer nor the checkpoint directory.
     model.set_params(callbacks=None, checkpoint_dir=None)
     save_model(model, args.save)
-    loss = model.history_[-1, "train_loss"]
-    print(f"trained {len(model.history_)} epochs in {format_number(time.perf_counter() - start)} s "
-          f"(final training loss {format_number(loss)}); saved the model to {args.save}")
+    summary = describe_training(progress.epochs_before_, len(model.history_), model.max_epochs,
+                                time.perf_counter() - start)
+    print(f"{summary} (final training loss {format_number(model.history_[-1, 'train_loss'])}); "
+          f"saved the model to {args.save}")
     return 0

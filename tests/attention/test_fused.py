@@ -5,6 +5,8 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -334,7 +336,7 @@ def test_concurrent_first_uses_build_once_and_say_so_once(tmp_path):
     assert build_lines(results) == 1
     # The line names what is compiled and how long it takes.
     line = next(line for _, stderr, _ in results for line in stderr.splitlines() if "compiling" in line)
-    assert "fused_attention.cpp" in line and " s" in line
+    assert "fused_attention.cpp" in line and re.search(r"\.\.\. done in [0-9.]+ s$", line), line
 
 
 @pytest.mark.slow
@@ -386,6 +388,97 @@ def test_a_lock_left_by_a_killed_build_does_not_block_the_next(tmp_path):
     assert Path(stdout.splitlines()[1]).parent == directory
     assert log.read_text().splitlines() == ["build"]
     assert not (directory / "lock").exists()
+
+
+def loader_with_a_stand_in_build(tmp_path, monkeypatch):
+    """The loader in a fresh state, with a build that writes an empty library (and compiles nothing) and a
+    load that loads nothing: the build directory, and the list of the builds it ran."""
+    monkeypatch.setattr(_fused, "_state", {"loaded": False, "reason": None, "build_seconds": None, "library": None})
+    monkeypatch.setattr(_fused, "build_precondition", lambda: None)
+    monkeypatch.setattr(_fused, "_register_fake_kernels", lambda: None)
+    monkeypatch.setenv("CXX", sys.executable)
+    monkeypatch.setenv("MEASATTN_CACHE_DIR", str(tmp_path))
+    builds = []
+
+    def build(cpp_extension, directory):
+        library = directory / f"{_fused.NAME}.so"
+        if not library.exists():  # as ninja: an up-to-date library is not rebuilt
+            builds.append(directory)
+            library.write_bytes(b"")
+
+    monkeypatch.setattr(_fused, "_build_and_load", build)
+    return tmp_path / _fused._build_name(sys.executable), builds
+
+
+def test_a_build_says_so_in_one_line_with_its_duration_and_a_cached_load_says_nothing(
+        tmp_path, monkeypatch, capsys):
+    directory, builds = loader_with_a_stand_in_build(tmp_path, monkeypatch)
+    assert _fused._load() is None and builds == [directory]
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert re.fullmatch(r"sklearn_measattn: compiling the fused CPU kernels \(fused_attention\.cpp, .*\) into "
+                        rf"{re.escape(str(directory))}, .*\.\.\. done in [0-9.]+ s\n", err), err
+    assert _fused._load() is None and builds == [directory]  # up to date: loaded, not rebuilt
+    assert capsys.readouterr().err == ""
+
+
+def test_a_failed_build_ends_its_line(tmp_path, monkeypatch, capsys):
+    loader_with_a_stand_in_build(tmp_path, monkeypatch)
+
+    def fail(cpp_extension, directory):
+        raise RuntimeError("fatal error: simulated")
+
+    monkeypatch.setattr(_fused, "_build_and_load", fail)
+    assert "simulated" in _fused._load()
+    [line] = capsys.readouterr().err.splitlines()
+    assert "compiling the fused CPU kernels" in line and re.search(r"\.\.\. failed after [0-9.]+ s$", line)
+
+
+def hold_the_build_lock(directory, seconds, while_held=lambda: None):
+    """Hold the build lock as another process would, for ``seconds`` in a thread; the thread."""
+    import fcntl
+
+    directory.mkdir(parents=True, exist_ok=True)
+    handle = open(directory.with_suffix(".lock"), "a")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+
+    def release():
+        time.sleep(seconds)
+        while_held()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+    holder = threading.Thread(target=release)
+    holder.start()
+    return holder
+
+
+def test_waiting_for_another_process_building_says_so_in_one_line_with_its_duration(
+        tmp_path, monkeypatch, capsys):
+    directory, builds = loader_with_a_stand_in_build(tmp_path, monkeypatch)
+    library = directory / f"{_fused.NAME}.so"
+    monkeypatch.setattr(_fused, "_SILENT_WAIT", 0.1)
+    holder = hold_the_build_lock(directory, 0.6, while_held=lambda: library.write_bytes(b""))  # it builds
+    assert _fused._load() is None
+    holder.join()
+    assert builds == []  # loaded what the other built
+    [line] = capsys.readouterr().err.splitlines()
+    match = re.fullmatch(r"sklearn_measattn: waiting for another process to build \(or load\) the fused CPU "
+                         rf"kernels in {re.escape(str(directory))}\.\.\. done in ([0-9.]+) s", line)
+    assert match and float(match[1]) >= 0.5, line
+    assert _fused.build_seconds() == 0.0
+
+
+def test_a_short_wait_for_the_lock_says_nothing(tmp_path, monkeypatch, capsys):
+    """A process that only loads an up-to-date library holds the lock briefly: no line for that."""
+    directory, builds = loader_with_a_stand_in_build(tmp_path, monkeypatch)
+    monkeypatch.setattr(_fused, "_SILENT_WAIT", 30.0)
+    assert _fused._load() is None and len(builds) == 1
+    capsys.readouterr()
+    holder = hold_the_build_lock(directory, 0.3)
+    assert _fused._load() is None
+    holder.join()
+    assert capsys.readouterr().err == "" and len(builds) == 1
 
 
 def test_build_directory_depends_on_the_cpu(monkeypatch):

@@ -1,9 +1,11 @@
 """``measattn fit`` and ``measattn predict``: train, save, apply, as the Python API does."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
 
 import joblib
 import numpy as np
@@ -11,6 +13,8 @@ import pytest
 
 from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.__main__ import main
+from sklearn_measattn._extension import _loader as fused_loader
+from sklearn_measattn.cli import fit as fit_command
 from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS, estimator_params
 from sklearn_measattn.cli._main import build_parser
 from sklearn_measattn.datasets import load_measures, make_matrix_inverse
@@ -86,6 +90,60 @@ def test_fit_prints_progress_per_epoch(files, tmp_path, capsys, small_args):
     assert "fit: X.npy: 10 measures of 16 points, 2 features" in captured.err
     assert "epoch 1/2: training loss" in captured.err and "epoch 2/2: training loss" in captured.err
     assert "trained 2 epochs" in captured.out and str(tmp_path / "m.safetensors") in captured.out
+
+
+def test_a_resumed_fit_says_what_this_run_trained_and_a_finished_one_that_it_trained_none(
+        files, tmp_path, capsys, small_args, monkeypatch):
+    folder = files[0]
+    argv = ["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
+            str(tmp_path / "m.safetensors"), "--checkpoint", str(tmp_path / "checkpoint"), *small_args]
+    progress = fit_command._EpochProgress.on_epoch_end
+
+    def interrupt_in_epoch_two(self, net, **kwargs):
+        progress(self, net, **kwargs)
+        if len(net.history) == 2:  # before the checkpoint records it: the checkpoint holds epoch 1
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(fit_command._EpochProgress, "on_epoch_end", interrupt_in_epoch_two)
+    with pytest.raises(KeyboardInterrupt):
+        main(argv)
+    monkeypatch.undo()
+    capsys.readouterr()
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "resumed at epoch 2 of 2, trained 1 epoch in " in out and " s, 2 in all (final training loss" in out
+    assert "trained 2 epochs" not in out
+
+    assert main([*argv, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("trained no epochs: the checkpoint holds the finished fit (2 epochs), loaded in ")
+    assert out.count("trained") == 1 and "resumed at" not in out
+
+
+def test_fit_says_on_stderr_that_it_waits_for_the_fused_kernels_build(files, tmp_path, capsys, small_args,
+                                                                        monkeypatch):
+    """The first use of the fused CPU kernels (the log kernel's attention) prints its one line to the user of
+    ``measattn fit``; the stand-in build fails, so nothing is compiled and training runs chunked."""
+    folder = files[0]
+    monkeypatch.setattr(fused_loader, "_state", {"loaded": False, "reason": None, "build_seconds": None,
+                                                 "library": None})
+    monkeypatch.setattr(fused_loader, "build_precondition", lambda: None)
+
+    def failing_build(cpp_extension, directory):
+        time.sleep(0.2)
+        raise RuntimeError("fatal error: simulated")
+
+    monkeypatch.setattr(fused_loader, "_build_and_load", failing_build)
+    monkeypatch.setenv("CXX", sys.executable)
+    monkeypatch.setenv("MEASATTN_CACHE_DIR", str(tmp_path / "cache"))
+    assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
+                 str(tmp_path / "m.safetensors"), "--kernel", "log", "--quiet", *small_args]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("sklearn_measattn: ")]
+    assert len(lines) == 1 and lines[0].startswith("sklearn_measattn: compiling the fused CPU kernels"), lines
+    seconds = float(re.search(r"\.\.\. failed after ([0-9.]+) s$", lines[0])[1])
+    assert seconds >= 0.2
+    assert "simulated" in fused_loader.fused_unavailable_reason()
 
 
 def test_predict_points_equals_transport(files, saved):
