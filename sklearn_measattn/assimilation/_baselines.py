@@ -4,6 +4,16 @@ Each is a scikit-learn style object (keyword-only parameters, ``get_params``,
 ``set_params``) that a twin experiment *binds* to its observation model
 before the first cycle (which checks the parameters), then calls as
 ``analysis(forecast, observation) -> analysis_ensemble``.
+
+A NaN entry of an observation is a *missing* observation (a sensor down).
+Every step assimilates only the observations present in its cycle, through
+one rule in :class:`AnalysisStep`: a cycle with some missing runs the step
+with the observation model restricted to the present ones
+(:meth:`ObservationModel.restricted`), so the Kalman gain is that of the
+present observations, the serial filters skip the missing ones and the
+particle filter's likelihood is over the present ones; a cycle with none
+returns the forecast unchanged (no inflation, relaxation or resampling:
+nothing was observed).
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 
 from .._validation import POSITIVE_REAL, NumberInterval
+from ._problem import refuse_array_likes
 
 __all__ = [
     "AnalysisStep", "EnKF", "NoUpdate", "ParticleFilter", "RobustEnKF", "SerialEnKF", "gaspari_cohn", "localization_matrix",
@@ -107,6 +118,16 @@ class AnalysisStep(BaseEstimator):
     depends on the observation model. A bound step is a copy: the object the
     user made stays unbound and reusable.
 
+    Missing observations are handled here, once for every step: a NaN entry
+    of the observation is a missing observation. ``_analyse`` only ever sees
+    present ones: when some are missing it is called with the present
+    values and, for that call, ``observation_model_`` restricted to their
+    variables (:meth:`ObservationModel.restricted`); when none is present it
+    is not called, and the analysis is the forecast unchanged. So
+    ``_prepare`` may depend on the noise law and scale and on
+    ``n_variables``, but not on which variables are observed. An infinite
+    observation, or one of the wrong length, is an error.
+
     Examples
     --------
     >>> import numpy as np
@@ -147,6 +168,7 @@ class AnalysisStep(BaseEstimator):
         AnalysisStep
             The bound copy.
         """
+        refuse_array_likes(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
         self._validate_params()
         bound = copy.copy(self)
         bound.observation_model_ = observation_model
@@ -158,13 +180,39 @@ class AnalysisStep(BaseEstimator):
         pass
 
     def __call__(self, forecast, observation):
-        """The analysis ensemble ``(n_members, n_variables)`` from a forecast ensemble and an observation."""
+        """The analysis ensemble ``(n_members, n_variables)`` from a forecast ensemble and an observation.
+
+        Parameters
+        ----------
+        forecast : array-like of shape (n_members, n_variables)
+            The forecast ensemble.
+        observation : array-like of shape (n_observed,)
+            The observation, NaN where missing.
+
+        Returns
+        -------
+        ndarray of shape (n_members, n_variables)
+            The analysis ensemble: the forecast, unchanged, when every
+            observation is missing.
+        """
         if not hasattr(self, "observation_model_"):
             raise RuntimeError(
                 f"{type(self).__name__} is not bound to an observation model: call bind(observation_model) first, "
                 "or pass the step to twin_experiment, which binds it."
             )
-        return self._analyse(np.asarray(forecast, dtype=np.float64), np.asarray(observation, dtype=np.float64))
+        forecast = np.asarray(forecast, dtype=np.float64)
+        observation = np.asarray(observation, dtype=np.float64)
+        model = self.observation_model_
+        present = model.present(observation)
+        if present.all():
+            return self._analyse(forecast, observation)
+        if not present.any():
+            return forecast.copy()
+        self.observation_model_ = model.restricted(present)
+        try:
+            return self._analyse(forecast, observation[present])
+        finally:
+            self.observation_model_ = model
 
     def _inflated(self, forecast):
         inflation = getattr(self, "inflation", 1.0)
@@ -223,7 +271,8 @@ class EnKF(_KalmanStep):
     by :func:`localization_matrix` when ``localization_radius`` is set. The
     observation-error variance is ``variance_factor * noise_scale ** 2`` (the
     noise's variance for Gaussian noise; a nominal one for heavy-tailed laws,
-    which may have none).
+    which may have none). With missing (NaN) observations the gain is that of
+    the present ones; with none the forecast is the analysis (not inflated).
 
     Parameters
     ----------
@@ -269,6 +318,7 @@ class RobustEnKF(_KalmanStep):
     the gain is applied: an observation far from the forecast moves the
     ensemble by at most ``clip`` standard deviations' worth instead of in
     proportion. The usual safeguard against heavy-tailed observation errors.
+    Missing (NaN) observations are left out, as in :class:`EnKF`.
 
     Parameters
     ----------
@@ -320,7 +370,8 @@ class SerialEnKF(AnalysisStep):
     standard-deviation ratio), then every variable moves by its ensemble
     regression on the observed one, tapered by :func:`localization_matrix`.
     With ``clip``, the innovation is clipped at ``clip`` innovation standard
-    deviations first (Huber-type).
+    deviations first (Huber-type). Missing (NaN) observations are skipped; a
+    cycle with none leaves the forecast as it is (not inflated or relaxed).
 
     This two-step structure, an update of one scalar ensemble followed by a
     linear regression, is what :class:`LearnedAnalysis` keeps while it
@@ -406,7 +457,9 @@ class ParticleFilter(AnalysisStep):
     as DAPPER's ``PartFilt`` uses) regularises the copies. DAPPER's ``reg``
     corresponds to ``jitter = reg * n_members ** (-1 / (n_variables + 4))``.
     As the number of members grows, the analysis approaches Bayes' rule for
-    any noise law; in many dimensions it needs thousands of members.
+    any noise law; in many dimensions it needs thousands of members. The
+    likelihood is that of the present observations (missing ones are NaN); a
+    cycle with none keeps the forecast (no resampling, no jitter).
 
     Parameters
     ----------
@@ -417,7 +470,8 @@ class ParticleFilter(AnalysisStep):
     Attributes
     ----------
     ess_ : float
-        Effective sample size of the last weights, as a fraction of the members.
+        Effective sample size of the last weights, as a fraction of the
+        members (a cycle without any observation leaves it as it was).
 
     Examples
     --------

@@ -33,6 +33,13 @@ DAPPER's conventions, and how they map onto the package's:
 - **Observation noise.** DAPPER's filters assume Gaussian noise of variance
   ``observation_model.nominal_variance``, whatever the actual law: under
   Student-t or Cauchy noise that is the misspecification being compared.
+- **Missing observations.** DAPPER's filters take no NaN. A cycle with some
+  observations missing gets an observation operator (and LETKF's
+  localisation) of the present ones alone, DAPPER's time-dependent
+  operator, and only their values; a cycle with none is, for DAPPER, a time
+  without observation: the ensemble is forecast on, with no analysis (no
+  inflation), as the package's steps do. The forecast is scored as that
+  cycle's analysis.
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
 
 from .._validation import Choices, NumberInterval
-from ._problem import TwinProblem
+from ._problem import TwinProblem, arrays_described, refuse_array_likes
 from ._twin import _blew_up, _cycle_scores, _lost_truth, _summarize
 
 __all__ = ["DAPPER_METHODS", "run_dapper"]
@@ -96,6 +103,7 @@ def _check_method_params(method, method_params):
     missing = [name for name in _REQUIRED.get(method, ()) if name not in method_params]
     if missing:
         raise InvalidParameterError(f"DAPPER's {method} needs {', '.join(missing)} (e.g. loc_rad=4 for Lorenz-96).")
+    refuse_array_likes(table, method_params, f"run_dapper (DAPPER's {method})")
     validate_parameter_constraints(table, dict(method_params), caller_name=f"run_dapper (DAPPER's {method})")
 
 
@@ -125,25 +133,105 @@ def _make_method(classes, method, ensemble_size, method_params):
     return classes["PartFilt"](ensemble_size, **params)
 
 
-def _make_hmm(modelling, nd_Id_localization, problem, sample_initial, spin_up):
+class _TickerWithout:
+    """DAPPER's ticker, ``(k, ko, t, dt)`` at every model step, with no observation (``ko=None``) at ``cycles``."""
+
+    def __init__(self, ticker, cycles):
+        self.ticker, self.cycles = ticker, cycles
+
+    def __len__(self):
+        return len(self.ticker)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        k, ko, t, dt = next(self.ticker)
+        return k, (None if ko in self.cycles else ko), t, dt
+
+
+def _chronology_without(chronology, cycles):
+    """A subclass of DAPPER's ``chronology`` class whose ticker has no observation at ``cycles``.
+
+    DAPPER's filters loop over ``HMM.tseq.ticker`` and analyse where it gives
+    an observation index: elsewhere they only forecast.
+    """
+
+    class Chronology(chronology):
+        @property
+        def ticker(self):
+            return _TickerWithout(super().ticker, cycles)
+
+    return Chronology
+
+
+def _time_dependent(modelling, operator_at):
+    """DAPPER's time-dependent observation operator ``ko -> Operator`` (its constructor changed after 1.7)."""
+    try:
+        return modelling.TimeDependentOperator(time_dependent=operator_at)  # DAPPER 1.7
+    except TypeError:
+        return modelling.TimeDependentOperator(operator_at)
+
+
+def _observations_for_dapper(modelling, nd_Id_localization, problem):
+    """DAPPER's observation operator and observations ``yy`` for ``problem``, and the cycles it observes nothing.
+
+    Without missing observations: one operator for all cycles and the
+    observations as they are. With some: at each cycle an operator of the
+    present observations alone (cached by which are present) and their
+    values (``yy`` an object array, as DAPPER's own ``simulate`` makes).
+    """
+    n_variables, model = problem.n_variables, problem.observation_model
+
+    def operator(indices):
+        spec = modelling.partial_Id_Obs(n_variables, indices)
+        # R-localisation in batches of two neighbouring variables, as Lorenz96.sakov2008
+        localizer = nd_Id_localization((n_variables,), (2,), obs_inds=indices)
+        return {**spec, "noise": model.nominal_variance, "localizer": localizer}
+
+    present = ~np.isnan(problem.observations)
+    if present.all():
+        return operator(model.observed), problem.observations, frozenset()
+    silent = frozenset(int(k) for k in np.flatnonzero(~present.any(axis=1)))
+    full = modelling.Operator(**operator(model.observed))
+    operators = {}
+
+    def operator_at(ko):
+        if ko in silent:  # never analysed (the ticker gives no ko there); asked for by a repr at most
+            return full
+        key = present[ko].tobytes()
+        if key not in operators:
+            operators[key] = modelling.Operator(**operator(model.observed[present[ko]]))
+        return operators[key]
+
+    yy = np.empty(problem.n_cycles, dtype=object)
+    for ko in range(problem.n_cycles):
+        yy[ko] = problem.observations[ko, present[ko]]
+    return _time_dependent(modelling, operator_at), yy, silent
+
+
+def _make_hmm(modelling, obs, silent, problem, sample_initial, spin_up):
+    """DAPPER's hidden Markov model of ``problem``, with observation operator ``obs`` and none at ``silent``."""
     n_variables = problem.n_variables
-    observed = problem.observation_model.observed
     # one model step per observation interval (dko=1): yy[ko] then observes xx[ko + 1], the package's pairing
     # BurnIn (model time; DAPPER averages over observation times strictly after it) leaves out the spin-up cycles
-    tseq = modelling.Chronology(dt=problem.dt_obs, dko=1, Ko=problem.n_cycles - 1, BurnIn=spin_up * problem.dt_obs, Tplot=0)
+    chronology = _chronology_without(modelling.Chronology, silent) if silent else modelling.Chronology
+    tseq = chronology(dt=problem.dt_obs, dko=1, K=problem.n_cycles, BurnIn=spin_up * problem.dt_obs, Tplot=0)
     dyn = {"M": n_variables, "model": lambda states, t, dt: problem.forecast(states), "noise": 0}
-    obs = modelling.partial_Id_Obs(n_variables, observed)
-    obs["noise"] = problem.observation_model.nominal_variance
-    obs["localizer"] = nd_Id_localization((n_variables,), (2,), obs_inds=observed)  # as Lorenz96.sakov2008
     x0 = modelling.RV(M=n_variables, func=sample_initial)
     return modelling.HiddenMarkovModel(dyn, obs, tseq, x0)
 
 
 class _Recorder:
-    """Wraps ``xp.stats.assess``: scores each analysis, checks divergence, times the analysis steps."""
+    """Wraps ``xp.stats.assess``: scores each analysis, checks divergence, times the analysis steps.
 
-    def __init__(self, assess, problem, spin_up):
-        self.assess, self.problem, self.spin_up = assess, problem, spin_up
+    At a cycle without observation (in ``silent``) DAPPER only forecasts and
+    assesses the ensemble at model step ``k = cycle + 1`` without an
+    observation index: that forecast is the cycle's analysis.
+    """
+
+    def __init__(self, assess, problem, spin_up, silent=frozenset()):
+        self.assess, self.problem, self.spin_up, self.silent = assess, problem, spin_up, silent
         self.scores = np.full((4, problem.n_cycles), np.inf)
         self.threshold = problem.climatological_std
         self.cycle = None  # the cycle whose forecast was last assessed
@@ -164,21 +252,29 @@ class _Recorder:
             if _blew_up(E):
                 self._stop(ko)
         if ko is not None and "a" in parts and ko > self.scored:
-            if _blew_up(E):
-                self._stop(ko)
-            self.scores[:, ko] = _cycle_scores(E, self.problem.truth[ko + 1], w)
-            self.scored = ko
-            if self.diverged_at is None and _lost_truth(self.scores[0], ko, self.spin_up, self.threshold):
-                self.diverged_at = ko
+            self._score(ko, E, w)
+        if ko is None and k - 1 in self.silent and k - 1 > self.scored:
+            self.cycle = k - 1
+            self._score(k - 1, E, w)
         out = self.assess(k, ko, faus, E=E, w=w, **kwargs)
         if ko is not None and "u" not in parts:  # the analysis of this cycle is still under way
             self._mark = time.perf_counter()
         return out
 
+    def _score(self, ko, E, w):
+        if _blew_up(E):
+            self._stop(ko)
+        self.scores[:, ko] = _cycle_scores(E, self.problem.truth[ko + 1], w)
+        self.scored = ko
+        if self.diverged_at is None and _lost_truth(self.scores[0], ko, self.spin_up, self.threshold):
+            self.diverged_at = ko
+
     def _stop(self, ko):
         self.diverged_at, self.stopped = ko, True
         raise _Stop(f"diverged at cycle {ko}")
 
+
+@arrays_described
 @validate_params(
     {
         "method": [Choices(DAPPER_METHODS)],
@@ -205,6 +301,11 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     comparison. A run that DAPPER aborts (for instance "Ensemble not finite"
     under Cauchy noise) is reported diverged at that cycle, not raised.
 
+    Missing (NaN) observations are assimilated as the package's steps do:
+    DAPPER assimilates the present observations of each cycle (an
+    observation operator of those alone), and a cycle with none is a pure
+    forecast (no analysis, no inflation); every cycle is scored.
+
     Parameters
     ----------
     method : {"EnKF", "EnKF_sqrt", "LETKF", "PartFilt"}
@@ -214,7 +315,8 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
         loc_rad=...)`` and ``"PartFilt"`` is the bootstrap particle filter
         ``PartFilt(N)``. All are listed in :data:`DAPPER_METHODS`.
     problem : TwinProblem
-        The truth and observations, from :func:`make_twin_problem`.
+        The truth and observations, from :func:`make_twin_problem` (NaN
+        where an observation is missing).
     ensemble_size : int, default=40
         DAPPER's ``N``: members (particles).
     spin_up : int, default=100
@@ -269,6 +371,7 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     >>> bool(abs(theirs.rmse - ours.rmse) < 0.5 * ours.rmse)  # doctest: +SKIP
     True
     """
+    problem._check_data()  # checked when made; its arrays may have been changed in place since
     if spin_up >= problem.n_cycles:
         raise InvalidParameterError(
             f"spin_up={spin_up} leaves no cycle to score: it must be below problem.n_cycles ({problem.n_cycles})."
@@ -285,23 +388,24 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
 
     rng = check_random_state(random_state)
     initial = problem.truth[0] + rng.standard_normal((ensemble_size, problem.n_variables))  # as twin_experiment
+    obs, yy, silent = _observations_for_dapper(modelling, nd_Id_localization, problem)
     recorders = []
 
     def sample_initial(n_members):
         # Every DAPPER filter samples its initial ensemble first thing in assimilate, after making xp.stats and
         # before assessing anything: the place to put the recorder in front of xp.stats.assess.
-        recorder = _Recorder(xp.stats.assess, problem, spin_up)
+        recorder = _Recorder(xp.stats.assess, problem, spin_up, silent)
         xp.stats.assess = recorder
         recorders.append(recorder)
         return initial.copy()
 
-    hmm = _make_hmm(modelling, nd_Id_localization, problem, sample_initial, spin_up)
+    hmm = _make_hmm(modelling, obs, silent, problem, sample_initial, spin_up)
     saved_state, saved_progbar = seeding.rng.bit_generator.state, progressbar.disable_progbar
     seeding.set_seed(int(rng.randint(1, 2**31 - 1)))  # DAPPER's global generator (it refuses the seed 0)
     progressbar.disable_progbar = True
     try:
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            xp.assimilate(hmm, problem.truth, problem.observations)
+            xp.assimilate(hmm, problem.truth, yy)
     except _Stop:
         pass
     except (RuntimeError, ArithmeticError, ValueError, np.linalg.LinAlgError):

@@ -15,7 +15,7 @@ from .._training import transform_points
 from .._validation import Choices
 from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
-from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem
+from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described
 from ._twin import _checked_problem, _run, resolve_analysis
 
 __all__ = ["ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data"]
@@ -96,6 +96,10 @@ class LearnedAnalysis(SerialEnKF):
     variables stays the linear regression that keeps ensemble filters stable
     over many cycles, and the features make one model serve any number of
     variables, members, noise scales and laws.
+
+    Missing (NaN) observations are skipped, as in :class:`SerialEnKF`: only
+    the present ones are updated, and a cycle with none leaves the forecast
+    as it is.
 
     ``update`` says what of the learned posterior is used:
 
@@ -242,6 +246,7 @@ class LearnedAnalysis(SerialEnKF):
         return centre + scale * (posterior.mean() + spread * features[:, 0])
 
 
+@arrays_described
 @validate_params(
     {
         "teacher": [AnalysisStep, None],
@@ -307,7 +312,9 @@ def make_analysis_training_data(
         ``SerialEnKF(inflation=1.05, clip=2.0)``, a robust filter that holds
         the truth under heavy-tailed noise.
     problem : TwinProblem, default=None
-        Truth and observations; by default simulated from the parameters below.
+        Truth and observations; by default simulated from the parameters
+        below. A missing (NaN) observation is skipped by the teacher and
+        gives no pair.
     n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles, ensemble_size, spin_up, initial_spread
         As in :func:`twin_experiment`.
     target : {"member", "truth"}, default="member"
@@ -319,7 +326,8 @@ def make_analysis_training_data(
     -------
     X : ndarray of shape (n_pairs, ensemble_size, 4)
         The measures of :func:`analysis_features`, ``n_pairs = (n_cycles -
-        spin_up) * n_observed`` (fewer if the teacher diverged).
+        spin_up) * n_observed`` (fewer if the teacher diverged or
+        observations are missing: one pair per present observation).
     y : ndarray of shape (n_pairs, 1, 1)
         The standardised targets.
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import inspect
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -9,7 +12,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_params
+from sklearn.utils._param_validation import InvalidParameterError, make_constraint, validate_params
 
 from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 from ..datasets import OBSERVATION_NOISES, integrate_lorenz96
@@ -24,18 +27,115 @@ OBSERVED = [Choices(("all", "every_other")), "array-like"]
 N_VARIABLES = NumberInterval(Integral, _MIN_VARIABLES, None, closed="left", why="each tendency couples four neighbours")
 
 
+def describe(value):
+    """A value as an error message shows it: scalars as they are, anything else by its type and shape.
+
+    An array is never printed: its repr could run to thousands of numbers.
+    """
+    if value is None or isinstance(value, (bool, np.bool_, Real, str)):
+        text = repr(value)
+        return text if len(text) <= 80 else f"a str of length {len(value)}"
+    shape = getattr(value, "shape", None)
+    if shape is not None and not callable(shape):
+        dtype = getattr(value, "dtype", None)
+        kind = "an array" if isinstance(value, np.ndarray) else _article(type(value).__name__)
+        return f"{kind} of shape {tuple(shape)}" + (f" and dtype {dtype}" if dtype is not None else "")
+    if isinstance(value, (list, tuple, dict, set)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    return _article(type(value).__name__)
+
+
+def _article(name):
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _is_array_like(value):
+    return isinstance(value, (list, tuple, np.ndarray)) or hasattr(value, "__array__") or hasattr(value, "shape")
+
+
+def refuse_array_likes(constraints, arguments, caller):
+    """Refuse an array-like argument outside its domain, described by type and shape rather than printed.
+
+    scikit-learn's parameter validation prints the ``repr`` of a refused
+    value; for an array passed where a number, a name or an object belongs
+    that is the whole array. Run this first: the other refusals are left to it.
+
+    Parameters
+    ----------
+    constraints : dict
+        The table of scikit-learn parameter constraints.
+    arguments : dict
+        The arguments, by name.
+    caller : str
+        The name the error message gives the function or class.
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        For the first array-like argument that no constraint of its table accepts.
+    """
+    for name, value in arguments.items():
+        table = constraints.get(name)
+        if table is None or isinstance(table, str) or not _is_array_like(value):
+            continue
+        allowed = [make_constraint(constraint) for constraint in table]
+        if any(constraint.is_satisfied_by(value) for constraint in allowed):
+            continue
+        shown = [str(constraint) for constraint in allowed if not constraint.hidden]
+        domain = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        hint = "".join(_HINTS.get(constraint, "") for constraint in table if isinstance(constraint, type))
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be {domain}. Got {describe(value)} instead.{hint}"
+        )
+
+
+def arrays_described(func):
+    """Put in front of scikit-learn's ``validate_params``: an array-like argument it would refuse is described.
+
+    The decorated function keeps its constraint table; an array-like value
+    outside its domain is refused with its type and shape (see
+    :func:`refuse_array_likes`) before scikit-learn's own message, which
+    would print it, is made.
+    """
+    constraints = func._skl_parameter_constraints
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+        except TypeError:  # a missing or unknown argument: Python's own message says which
+            return func(*args, **kwargs)
+        refuse_array_likes(constraints, arguments, func.__qualname__)
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def _described_as_array(value, array):
+    """``describe(value)``, with the shape and dtype numpy gives it when it is not an array already."""
+    if isinstance(value, np.ndarray):
+        return describe(value)
+    return f"{describe(value)}, an array of shape {array.shape} and dtype {array.dtype}"
+
+
 def _observed_indices(observed, n_variables):
     if isinstance(observed, str):
         return np.arange(n_variables) if observed == "all" else np.arange(0, n_variables, 2)
     indices = np.asarray(observed)
     if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
         raise TypeError(
-            f"observed must be 'all', 'every_other' or a non-empty 1-D list of integer variable indices, got {observed!r}."
+            "observed must be 'all', 'every_other' or a non-empty 1-D list of integer variable indices, "
+            f"got {_described_as_array(observed, indices)}."
         )
-    if np.any(indices < 0) or np.any(indices >= n_variables) or np.unique(indices).size != indices.size:
+    outside = indices[(indices < 0) | (indices >= n_variables)]
+    values, counts = np.unique(indices, return_counts=True)
+    if outside.size or np.any(counts > 1):
+        problem = (f"{outside.size} outside it (the first: {outside[0]})" if outside.size
+                   else f"index {values[counts > 1][0]} more than once")
         raise ValueError(
-            f"observed must hold distinct variable indices in [0, {n_variables - 1}] (n_variables={n_variables}), "
-            f"got {indices.tolist()}."
+            f"observed must hold distinct variable indices in [0, {n_variables - 1}] (n_variables={n_variables}); "
+            f"it holds {problem}."
         )
     return indices.astype(np.intp)
 
@@ -48,6 +148,12 @@ class ObservationModel:
     with ``df = 1``). Heavy-tailed noise makes an observation now and then
     land far from the truth: Bayes' rule then mostly ignores it, while a
     Kalman update follows it in proportion.
+
+    An observation is an array of ``n_observed`` values, one per observed
+    variable in the order of ``observed``; a NaN entry is a *missing*
+    observation (a sensor down): :meth:`present` says which are there,
+    :meth:`restricted` is the model of those alone, and
+    :meth:`log_likelihood` sums over them.
 
     Parameters
     ----------
@@ -87,6 +193,7 @@ class ObservationModel:
     (4,)
     """
 
+    @arrays_described
     @validate_params(
         {
             "n_variables": [N_VARIABLES],
@@ -120,6 +227,79 @@ class ObservationModel:
         observed = self.observed.tolist() if self.n_observed <= 6 else f"{self.n_observed} of {self.n_variables}"
         law = self.noise if self.noise != "student_t" else f"student_t(df={self.df:g})"
         return f"ObservationModel(n_variables={self.n_variables}, observed={observed}, noise={law}, scale={self.noise_scale:g})"
+
+    def present(self, observation):
+        """Which entries of an observation are present: a NaN entry is a missing observation.
+
+        Parameters
+        ----------
+        observation : array-like of shape (..., n_observed)
+            One observation, or several along the leading axes, with NaN
+            where an observation is missing.
+
+        Returns
+        -------
+        ndarray of bool, of the shape of ``observation``
+            True where the observation is present.
+
+        Raises
+        ------
+        ValueError
+            When the last axis does not hold ``n_observed`` values, or an
+            entry is infinite (a missing observation is NaN, not inf).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_measattn.assimilation import ObservationModel
+        >>> ObservationModel(n_variables=4).present([0.5, np.nan, -1.0, np.nan])
+        array([ True, False,  True, False])
+        """
+        observation = np.asarray(observation, dtype=np.float64)
+        if observation.shape[-1:] != (self.n_observed,):
+            raise ValueError(
+                f"An observation must hold n_observed={self.n_observed} values (one per observed variable, NaN "
+                f"where missing); got an array of shape {observation.shape}."
+            )
+        infinite = np.isinf(observation)
+        if infinite.any():
+            raise ValueError(
+                f"An observation holds {int(infinite.sum())} infinite value(s) (the first at position "
+                f"{tuple(int(i) for i in np.argwhere(infinite)[0])}); an observation must be finite, or NaN "
+                "where it is missing."
+            )
+        return ~np.isnan(observation)
+
+    def restricted(self, present):
+        """The same noise law and scale, observing only the variables of the present entries.
+
+        Parameters
+        ----------
+        present : array-like of bool of shape (n_observed,)
+            Which observed variables to keep (:meth:`present` of an observation).
+
+        Returns
+        -------
+        ObservationModel
+            A model with ``observed = self.observed[present]`` (possibly empty).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_measattn.assimilation import ObservationModel
+        >>> model = ObservationModel(n_variables=8, observed="every_other")
+        >>> model.restricted(model.present([0.1, np.nan, 2.0, np.nan])).observed
+        array([0, 4])
+        """
+        present = np.asarray(present, dtype=bool)
+        if present.shape != (self.n_observed,):
+            raise ValueError(
+                f"present must be a boolean mask of shape ({self.n_observed},), one entry per observed variable; "
+                f"got shape {present.shape}."
+            )
+        model = copy.copy(self)
+        model.observed = self.observed[present]
+        return model
 
     def standard_noise(self, size, random_state=None):
         """Draws of ``eps`` (unit scale) of the given shape.
@@ -162,15 +342,18 @@ class ObservationModel:
         )
 
     def log_likelihood(self, observation, states):
-        """``log p(observation | state)`` of each state (..., n_variables), summed over the observations.
+        """``log p(observation | state)`` of each state (..., n_variables), summed over the present observations.
 
         Normalised: the densities integrate to one, so values of different
-        noise laws can be compared.
+        noise laws can be compared. A NaN entry of ``observation`` is a
+        missing observation: the sum (and its normalisation) runs over the
+        present ones only, so that it is the log-likelihood under the
+        :meth:`restricted` model; with none present it is 0.
 
         Parameters
         ----------
         observation : array-like of shape (n_observed,)
-            An observation.
+            An observation, NaN where missing.
         states : array-like of shape (..., n_variables)
             Candidate states (members, particles).
 
@@ -178,8 +361,10 @@ class ObservationModel:
         -------
         ndarray of shape (...)
         """
-        residual = (np.asarray(observation) - np.asarray(states)[..., self.observed]) / self.noise_scale
-        n = self.n_observed
+        observation = np.asarray(observation, dtype=np.float64)
+        present = ~np.isnan(observation)
+        residual = np.where(present, observation - np.asarray(states)[..., self.observed], 0.0) / self.noise_scale
+        n = np.sum(present, axis=-1)
         if self.noise == "gaussian":
             log_density = -0.5 * np.sum(residual**2, axis=-1) - 0.5 * n * math.log(2 * math.pi)
         else:
@@ -193,37 +378,73 @@ class ObservationModel:
 class TwinProblem:
     """A true Lorenz-96 trajectory and its noisy observations, the fixed part of a twin experiment.
 
-    Made by :func:`make_twin_problem`. Cycle ``k`` (0-based) forecasts from
-    time ``k * dt_obs`` to ``(k + 1) * dt_obs`` and assimilates
-    ``observations[k]``, an observation of ``truth[k + 1]``.
+    Made by :func:`make_twin_problem`, or directly from a trajectory and its
+    observations. Cycle ``k`` (0-based) forecasts from time ``k * dt_obs`` to
+    ``(k + 1) * dt_obs`` and assimilates ``observations[k]``, an observation
+    of ``truth[k + 1]``.
+
+    A NaN in ``observations`` is a *missing* observation (a sensor down):
+    every analysis step assimilates only the observations present in its
+    cycle, and a cycle with none is a pure forecast (see
+    :func:`twin_experiment`). The truth is always known, so every cycle is
+    scored. Every construction is checked (also through
+    :func:`dataclasses.replace`), before any cycle runs.
 
     Parameters
     ----------
-    truth : ndarray of shape (n_cycles + 1, n_variables)
-        The true state at every observation time, ``truth[0]`` the start.
-    observations : ndarray of shape (n_cycles, n_observed)
-        The observations.
+    truth : array-like of shape (n_cycles + 1, n_variables)
+        The true state at every observation time, ``truth[0]`` the start;
+        finite. Stored as a float64 array.
+    observations : array-like of shape (n_cycles, n_observed)
+        The observations, ``observations[k, j]`` of variable
+        ``observation_model.observed[j]`` at the time of ``truth[k + 1]``;
+        finite, or NaN where missing. Stored as a float64 array.
     observation_model : ObservationModel
-        How they were made (observed variables, noise law and scale).
+        How they were made (observed variables, noise law and scale); its
+        ``n_variables`` and ``n_observed`` are the widths of ``truth`` and
+        ``observations``.
     dt_obs : float
-        Model time between observations.
+        Model time between observations, > 0.
     forcing : float
-        The Lorenz-96 forcing.
+        The Lorenz-96 forcing, finite.
     time_step : float
-        The largest Runge-Kutta step.
+        The largest Runge-Kutta step, > 0.
 
     Attributes
     ----------
+    n_cycles : int
+        Number of cycles (rows of ``observations``).
+    n_variables : int
+        State dimension (columns of ``truth``).
+    n_missing : int
+        Number of missing (NaN) observations.
     climatological_std : float
         Standard deviation of the truth over time and variables (about 3.6
         for ``forcing=8``): an analysis whose error exceeds it has lost the truth.
 
+    Raises
+    ------
+    TypeError
+        When ``observation_model`` is not an :class:`ObservationModel`, an
+        array is not numeric, or a scalar is not a real number.
+    ValueError
+        When a shape disagrees with the observation model or with the other
+        array, ``truth`` is not finite, an observation is infinite, or a
+        scalar is out of its range.
+
     Examples
     --------
+    >>> import dataclasses
+    >>> import numpy as np
     >>> from sklearn_measattn.assimilation import make_twin_problem
     >>> problem = make_twin_problem(n_variables=8, n_cycles=20, random_state=0)
     >>> problem.forecast(problem.truth[:1]).shape  # one observation interval of the true model
     (1, 8)
+    >>> observations = problem.observations.copy()
+    >>> observations[5] = np.nan  # no observation at cycle 5
+    >>> observations[6, :3] = np.nan  # three missing at cycle 6
+    >>> dataclasses.replace(problem, observations=observations).n_missing
+    11
     """
 
     truth: np.ndarray
@@ -233,6 +454,56 @@ class TwinProblem:
     forcing: float
     time_step: float
 
+    def __post_init__(self):
+        model = self.observation_model
+        if not isinstance(model, ObservationModel):
+            raise TypeError(
+                f"observation_model must be an ObservationModel (e.g. ObservationModel(n_variables=..., "
+                f"observed=...), the model that made the observations); got {describe(model)}."
+            )
+        set_field = functools.partial(object.__setattr__, self)  # the dataclass is frozen
+        set_field("dt_obs", _real("dt_obs", self.dt_obs, positive=True))
+        set_field("forcing", _real("forcing", self.forcing, positive=False))
+        set_field("time_step", _real("time_step", self.time_step, positive=True))
+        set_field("truth", _float_matrix("truth", self.truth, "(n_cycles + 1, n_variables)"))
+        set_field("observations", _float_matrix("observations", self.observations, "(n_cycles, n_observed)"))
+        self._check_data()
+
+    def _check_data(self):
+        """Check the arrays against the observation model and each other (again, by any function that takes one)."""
+        model, truth, observations = self.observation_model, self.truth, self.observations
+        if truth.shape[1] != model.n_variables:
+            raise ValueError(
+                f"truth has {truth.shape[1]} columns but observation_model has n_variables={model.n_variables}: "
+                "truth holds the whole state at every observation time, one column per variable."
+            )
+        if observations.shape[1] != model.n_observed:
+            raise ValueError(
+                f"observations have {observations.shape[1]} columns but observation_model observes "
+                f"n_observed={model.n_observed} variables: observations[k, j] is the observation of variable "
+                "observation_model.observed[j] (NaN where it is missing)."
+            )
+        if observations.shape[0] == 0:
+            raise ValueError("observations have no row: a twin problem needs at least one cycle (one row per cycle).")
+        if truth.shape[0] != observations.shape[0] + 1:
+            raise ValueError(
+                f"truth has {truth.shape[0]} rows and observations {observations.shape[0]}: truth must have exactly "
+                f"one more row (truth[0] is the initial state, truth[k + 1] the state observations[k] observes), "
+                f"{observations.shape[0] + 1} for {observations.shape[0]} cycles."
+            )
+        _refuse_where(~np.isfinite(truth), "truth", "non-finite",
+                      "the true trajectory must be finite: every analysis is scored against it")
+        _refuse_where(np.isinf(observations), "observations", "infinite",
+                      "an observation must be finite; mark a missing one with NaN")
+
+    def __repr__(self):
+        missing = f", missing={self.n_missing} of {self.observations.size}" if self.n_missing else ""
+        return (
+            f"TwinProblem(n_cycles={self.n_cycles}, n_variables={self.n_variables}, "
+            f"observation_model={self.observation_model!r}, dt_obs={self.dt_obs:g}, forcing={self.forcing:g}, "
+            f"time_step={self.time_step:g}{missing})"
+        )
+
     @property
     def n_cycles(self):
         return self.observations.shape[0]
@@ -240,6 +511,10 @@ class TwinProblem:
     @property
     def n_variables(self):
         return self.truth.shape[1]
+
+    @property
+    def n_missing(self):
+        return int(np.isnan(self.observations).sum())
 
     @property
     def climatological_std(self):
@@ -261,6 +536,53 @@ class TwinProblem:
         return integrate_lorenz96(states, self.dt_obs, forcing=self.forcing, time_step=self.time_step)
 
 
+def _real(name, value, *, positive):
+    """A scalar field of a :class:`TwinProblem` as a float, checked: finite, and > 0 when ``positive``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a real number; got {describe(value)}.")
+    value = float(value)
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ValueError(f"{name} must be a finite {'positive ' if positive else ''}number; got {value!r}.")
+    return value
+
+
+def _float_matrix(name, value, shape):
+    """An array field of a :class:`TwinProblem` as a 2-D float64 array, or a TypeError / ValueError naming it."""
+    if isinstance(value, (str, bytes)) or value is None:
+        raise TypeError(f"{name} must be a 2-D array of real numbers of shape {shape}; got {describe(value)}.")
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):  # ragged nesting
+        raise TypeError(
+            f"{name} must be a 2-D array of real numbers of shape {shape}; got {describe(value)}, which numpy "
+            "cannot make a rectangular array of."
+        ) from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(
+            f"{name} must be a 2-D array of real numbers of shape {shape}; got {_described_as_array(value, array)}."
+        )
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array of shape {shape}; got {_described_as_array(value, array)}.")
+    return array.astype(np.float64, copy=False)
+
+
+def _refuse_where(bad, name, what, why):
+    """Refuse an array with ``bad`` entries, saying how many and where the first is (never their values)."""
+    if bad.any():
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name} holds {int(bad.sum())} {what} value(s) (the first at {name}[{first[0]}, {first[1]}]); {why}."
+        )
+
+
+#: What to do, said after the refusal of an array where an object of the key's type belongs.
+_HINTS = {
+    TwinProblem: (
+        " Pass make_twin_problem(...), or TwinProblem(truth=..., observations=..., observation_model=..., "
+        "dt_obs=..., forcing=..., time_step=...) to wrap arrays of your own."
+    ),
+}
+
 #: The domains of the simulation's parameters, shared by every function that simulates a problem.
 SIMULATION_CONSTRAINTS = {
     "n_variables": [N_VARIABLES],
@@ -279,6 +601,7 @@ RUN_CONSTRAINTS = {
 }
 
 
+@arrays_described
 @validate_params(
     {
         **SIMULATION_CONSTRAINTS,

@@ -13,7 +13,7 @@ from sklearn.utils._param_validation import InvalidParameterError, validate_para
 from .._validation import Choices
 from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
-from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, make_twin_problem
+from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described, make_twin_problem
 
 __all__ = ["ANALYSIS_NAMES", "DIVERGENCE_RULE", "TwinResult", "resolve_analysis", "twin_experiment"]
 
@@ -153,7 +153,13 @@ def _summarize(scores, *, diverged_at, spin_up, ensemble_size, seconds, name):
 
 
 def _checked_problem(problem, settings, *, spin_up, rng):
-    """``problem``, or one simulated from ``settings``, once ``spin_up`` is known to leave cycles to score."""
+    """``problem``, or one simulated from ``settings``, once ``spin_up`` is known to leave cycles to score.
+
+    A given problem was checked when it was made; its arrays are checked again (they may have been changed
+    in place since), before any cycle runs.
+    """
+    if problem is not None:
+        problem._check_data()
     n_cycles = problem.n_cycles if problem is not None else settings["n_cycles"]
     if spin_up >= n_cycles:
         raise InvalidParameterError(
@@ -208,6 +214,7 @@ def _describe(analysis):
     return getattr(analysis, "__name__", type(analysis).__name__)
 
 
+@arrays_described
 @validate_params(
     {
         "analysis": [Choices(tuple(ANALYSIS_NAMES)), callable, AnalysisStep],
@@ -246,6 +253,17 @@ def twin_experiment(
     ensemble, which starts the next forecast. Errors feed back: an update that
     is fine once may drift or diverge over many cycles.
 
+    Missing observations: a NaN entry of ``problem.observations`` is a
+    missing observation (a sensor down). The built-in steps and every
+    :class:`AnalysisStep` assimilate only the observations present in each
+    cycle (the Kalman gain of the present ones, the serial filters skipping
+    the missing ones, the particle filter's likelihood over the present
+    ones); a cycle with none present is a pure forecast: its analysis is the
+    forecast unchanged, not inflated. A plain callable receives the
+    observation as it is, NaN where missing: ``numpy.isfinite(observation)``
+    tells which are present. Every cycle is scored all the same, the truth
+    being known at every cycle.
+
     Parameters
     ----------
     analysis : str, AnalysisStep or callable
@@ -256,12 +274,14 @@ def twin_experiment(
         parameters (e.g. a :class:`LearnedAnalysis`), or any callable
         ``(forecast, observation) -> analysis`` taking the forecast
         ``(ensemble_size, n_variables)`` and the observation
-        ``(n_observed,)`` and returning an array shaped like the forecast.
+        ``(n_observed,)`` (a NaN entry is a missing observation) and
+        returning an array shaped like the forecast.
     problem : TwinProblem, default=None
-        The truth and observations (:func:`make_twin_problem`), to run several
-        filters on the same ones. When given, the simulation parameters below
-        (``n_variables`` to ``n_cycles``) must be left at their defaults: the
-        problem's own apply.
+        The truth and observations (:func:`make_twin_problem`, or a
+        :class:`TwinProblem` of your own, NaN where an observation is
+        missing), to run several filters on the same ones. When given, the
+        simulation parameters below (``n_variables`` to ``n_cycles``) must be
+        left at their defaults: the problem's own apply.
     n_variables : int, default=40
         State dimension (at least 4).
     observed : {"all", "every_other"} or array-like of int, default="all"
@@ -300,10 +320,13 @@ def twin_experiment(
     ------
     sklearn.utils._param_validation.InvalidParameterError
         Before any work, on a parameter outside its domain (also the analysis
-        step's own parameters), or when ``problem`` is given with simulation
+        step's own parameters; an array where none belongs is described by
+        its type and shape), or when ``problem`` is given with simulation
         parameters.
     ValueError
-        When a callable analysis returns an array of the wrong shape.
+        Before any work, when the arrays of ``problem`` were changed in place
+        into an invalid problem (an infinite observation, a non-finite
+        truth); when a callable analysis returns an array of the wrong shape.
 
     Examples
     --------
