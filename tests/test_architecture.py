@@ -166,6 +166,7 @@ def test_the_check_catches_a_crossing():
     assert list(_violations("sklearn_measattn._model_files", "from ._persistence import _not_a_model\n"))
 
 
+@pytest.mark.slow
 def test_no_import_cycle():
     assert _cycles(_import_graph()) == []
 
@@ -188,6 +189,7 @@ def _pre_move_models():
         yield path, model, np.load(folder / f"{path.stem}_predict.npy"), np.load(folder / f"{path.stem}_transport.npy")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
                     reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
 def test_models_pickled_before_the_root_was_reorganised_predict_as_recorded():
@@ -206,6 +208,7 @@ def test_models_pickled_before_the_root_was_reorganised_predict_as_recorded():
             np.testing.assert_array_equal(load_model(saved).predict(X), model.predict(X), err_msg=path.stem)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
                     reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
 @pytest.mark.parametrize("damage", ["lost transform", "one weight off by 1%"])

@@ -82,6 +82,7 @@ def test_fit_returns_self_and_sets_attributes(data, tiny):
     assert isinstance(model.net_.module_, torch.nn.Module)
 
 
+@pytest.mark.slow
 def test_fit_does_not_change_params_or_data(data, tiny):
     X, y = data
     X_copy, y_copy = X.copy(), y.copy()
@@ -126,6 +127,7 @@ def test_bad_shapes_rejected(X_shape, y_shape, match, tiny):
         tiny().fit(np.ones(X_shape), np.ones(y_shape))
 
 
+@pytest.mark.slow
 def test_deterministic_with_random_state(data, fitted, tiny):
     X, y = data
     again = tiny().fit(X, y)
@@ -134,6 +136,7 @@ def test_deterministic_with_random_state(data, fitted, tiny):
     assert not np.allclose(other_seed.predict(X), fitted.predict(X))
 
 
+@pytest.mark.slow
 def test_global_torch_rng_untouched(data, tiny):
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -154,6 +157,7 @@ def test_clone_pickle_joblib_round_trips(data, fitted):
     np.testing.assert_array_equal(joblib.load(buffer).predict(X), expected)
 
 
+@pytest.mark.slow
 def test_set_params_after_fit_is_used_on_refit(data, tiny):
     X, y = data
     model = tiny().fit(X, y)
@@ -183,6 +187,7 @@ def test_ragged_fit_and_predict(data, tiny):
     assert np.isfinite(model.score(X_ragged, y_ragged))
 
 
+@pytest.mark.slow
 def test_symlog_transform_is_applied_and_inverted(data, tiny):
     X, y = data
     model = tiny(transform="symlog").fit(X, y)
@@ -192,6 +197,7 @@ def test_symlog_transform_is_applied_and_inverted(data, tiny):
     np.testing.assert_allclose(model.predict(X), expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_transformer_object_is_cloned(data, tiny):
     from sklearn.preprocessing import StandardScaler
 
@@ -207,6 +213,7 @@ def test_score_is_negative_energy_distance(fitted, data):
     assert fitted.score(X, y) < 0
 
 
+@pytest.mark.slow
 def test_grid_search_over_kernels(data, tiny):
     X, y = data
     param_grid = {"kernel": ["softmax", "poly", "log", "sigmoid"]}
@@ -217,6 +224,7 @@ def test_grid_search_over_kernels(data, tiny):
         assert search.predict(X).shape == y.shape
 
 
+@pytest.mark.slow
 def test_pipeline_with_symlog(data, tiny):
     X, y = data
     pipeline = Pipeline([("symlog", SymlogTransformer()), ("model", tiny())]).fit(X, y)
@@ -224,6 +232,7 @@ def test_pipeline_with_symlog(data, tiny):
     np.testing.assert_allclose(pipeline.predict(X), pipeline[-1].predict(symlog(X)))
 
 
+@pytest.mark.slow
 def test_verbose_shows_epoch_table(data, capsys, tiny):
     tiny(verbose=1).fit(*data)
     out = capsys.readouterr()
@@ -232,6 +241,7 @@ def test_verbose_shows_epoch_table(data, capsys, tiny):
     assert capsys.readouterr().out == ""
 
 
+@pytest.mark.slow
 def test_user_callbacks_and_early_stopping(data, tiny):
     class CountEpochs(Callback):
         def initialize(self):
@@ -256,6 +266,7 @@ def test_device_resolution(monkeypatch, data, tiny):
     assert tiny(device="auto").fit(*data).device_ == "cpu"
 
 
+@pytest.mark.slow
 def test_non_finite_loss_stops_and_leaves_unfitted(data, tiny):
     def nan_loss(y_pred, y_true, pred_weights=None, true_weights=None):
         return (y_pred * np.nan).sum()
@@ -321,6 +332,7 @@ def test_mse_needs_paired_points(data, tiny):
         tiny(loss="mse").fit(X, y[:, :10])
 
 
+@pytest.mark.slow
 def test_learns_gaussian_matrix_inverse():
     """A real learning test: training cuts the held-out energy distance well below
     that of the untrained model."""
@@ -366,6 +378,7 @@ def test_every_parameter_has_one_continued_fit_rule_and_the_docs_and_errors_foll
         model.fit(X, y)
 
 
+@pytest.mark.slow
 def test_the_net_is_built_from_the_estimators_net_params(data, tiny_params):
     """What the estimator gives the training home is what the fitted net was built and trained with."""
     X, y = data

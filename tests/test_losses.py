@@ -283,6 +283,7 @@ def test_sliced_generator_reproducible():
 
 
 # --------------------------------------------------------------------------- sinkhorn
+@pytest.mark.slow
 def test_sinkhorn_close_to_exact_ot():
     rng = np.random.default_rng(5)
     x, y = rng.normal(size=(8, 2)), rng.normal(size=(10, 2)) + [1.0, 0.0]
@@ -417,6 +418,7 @@ def test_measure_loss_pickles():
     assert restored(x, y).item() == criterion(x, y).item()
 
 
+@pytest.mark.slow
 def test_measure_loss_as_skorch_criterion():
     skorch = pytest.importorskip("skorch")
 
@@ -440,6 +442,7 @@ def test_measure_loss_as_skorch_criterion():
     assert len(losses) == 3 and all(np.isfinite(losses))
 
 
+@pytest.mark.slow
 def test_gradient_descent_moves_cloud_toward_target():
     gen = torch.Generator().manual_seed(0)
     target = torch.randn(2, 30, 2, generator=gen) * 0.5 + torch.tensor([3.0, -2.0])
@@ -493,6 +496,7 @@ def test_sliced_loss_is_pth_power_of_sliced_metric_in_1d(p):
     assert_allclose(float(uniform) ** (1 / p), metric[2], rtol=1e-10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [1, 2])
 def test_sliced_loss_and_metric_estimate_the_same_distance(clouds, p):
     x, y, xw, yw = clouds
@@ -520,6 +524,7 @@ def test_shared_sliced_core_gives_the_same_value_on_both_backends(uniform):
         assert_allclose(on_torch.numpy(), on_numpy, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("p", [1, 2])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_sinkhorn_loss_and_metric_share_the_entropic_plan(clouds, p, weighted):

@@ -62,6 +62,7 @@ def _assert_same_model(loaded, model, X):
     assert (loaded.n_features_in_, loaded.n_features_out_) == (model.n_features_in_, model.n_features_out_)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transform", [None, "symlog"])
 @pytest.mark.parametrize("kernel, kernel_params", KERNELS, ids=[f"{k}-{p}" for k, p in KERNELS])
 def test_every_kernel_round_trips_through_one_safetensors_file(kernel, kernel_params, transform, heavy, tmp_path):
@@ -73,6 +74,7 @@ def test_every_kernel_round_trips_through_one_safetensors_file(kernel, kernel_pa
     _assert_same_model(load_model(path), model, X)
 
 
+@pytest.mark.slow
 def test_ragged_weighted_training_and_transformer_objects_round_trip(tmp_path):
     X, y = make_matrix_inverse(n_samples=9, n_points=14, tail="student_t", tail_index=1.0, random_state=2)
     ragged_X, ragged_y = [x[: 6 + i % 5] for i, x in enumerate(X)], [t[: 8 + i % 3] for i, t in enumerate(y)]
@@ -86,6 +88,7 @@ def test_ragged_weighted_training_and_transformer_objects_round_trip(tmp_path):
         assert loaded.transform.get_params() == transform.get_params()
 
 
+@pytest.mark.slow
 def test_a_loaded_model_keeps_training_and_pickles(heavy, tmp_path):
     X, y = heavy
     model = _fit(X, y, transform="symlog")
@@ -96,6 +99,7 @@ def test_a_loaded_model_keeps_training_and_pickles(heavy, tmp_path):
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(loaded)).predict(X), loaded.predict(X))
 
 
+@pytest.mark.slow
 def test_saving_again_replaces_the_file_atomically(heavy, tmp_path, monkeypatch):
     X, y = heavy
     first, second = _fit(X, y, kernel="log"), _fit(X, y, kernel="sigmoid")
@@ -122,6 +126,7 @@ def _my_loss(x, y, x_weights=None, y_weights=None):
     return energy_loss(x, y, x_weights, y_weights)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params, named",
     [
@@ -222,6 +227,7 @@ EXPECTED_REASONS = {
 }
 
 
+@pytest.mark.slow
 def test_files_that_are_not_model_files_are_refused_and_never_run(good_file, tmp_path):
     marker = tmp_path / "payload_ran"
     names = _bad_files(tmp_path, good_file, marker)
@@ -242,6 +248,7 @@ def _message(path):
     return str(info.value)
 
 
+@pytest.mark.slow
 def test_a_file_from_another_minor_version_loads_with_a_warning(good_file, heavy, tmp_path, monkeypatch):
     import sklearn_measattn
 
@@ -252,6 +259,7 @@ def test_a_file_from_another_minor_version_loads_with_a_warning(good_file, heavy
     np.testing.assert_array_equal(loaded.predict(heavy[0]), expected)
 
 
+@pytest.mark.slow
 def test_a_model_saved_for_cuda_loads_on_the_cpu_with_a_warning(heavy, tmp_path, monkeypatch):
     import sklearn_measattn._persistence as persistence
 
@@ -274,6 +282,7 @@ def _header_size(path):
         return int.from_bytes(file.read(8), "little")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("leading_bytes", [b"\x80\x12", b"\x80\x14", b"x\x9c"], ids=["pickle", "pickle-2", "zlib"])
 def test_a_header_length_that_starts_like_another_format_still_loads(leading_bytes, heavy, tmp_path):
     """A safetensors file starts with its header's length, whose bytes can read as another format's
@@ -309,6 +318,7 @@ def _header(content):
     return size, json.loads(content[8:8 + size])
 
 
+@pytest.mark.slow
 def test_a_model_file_with_bytes_changed_in_a_tensor_is_refused_as_damaged(good_file):
     content = bytearray(good_file.read_bytes())
     size, header = _header(content)
@@ -325,6 +335,7 @@ def test_a_model_file_with_bytes_changed_in_a_tensor_is_refused_as_damaged(good_
     load_model(good_file)  # the intact file it was copied from loads
 
 
+@pytest.mark.slow
 def test_a_model_file_with_changed_metadata_is_refused_as_damaged(good_file):
     content = good_file.read_bytes()
     size, header = _header(content)
@@ -339,6 +350,7 @@ def test_a_model_file_with_changed_metadata_is_refused_as_damaged(good_file):
     assert f"{str(changed)!r} is damaged" in _message(changed)
 
 
+@pytest.mark.slow
 def test_a_model_file_saved_without_a_digest_loads_without_a_warning(heavy, tmp_path, recwarn):
     from safetensors.torch import save
 

@@ -75,6 +75,7 @@ def test_symlog_trains_finite_at_1e30(heavy, kernel, seeded_tiny_params):
     assert pred.shape == ye.shape
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["log", "sigmoid"])
 def test_symlog_trains_finite_at_1e300(heavy, kernel, seeded_tiny_params):
     X, y = heavy
@@ -82,6 +83,7 @@ def test_symlog_trains_finite_at_1e300(heavy, kernel, seeded_tiny_params):
     _assert_trained_finite(model.fit(_extreme(X, 1e300), _extreme(y, 1e300)), _extreme(X, 1e300))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["log", "sigmoid"])
 def test_raw_heavy_tailed_data_train_finite_up_to_1e15(heavy, kernel, seeded_tiny_params):
     """Slow kernels, no transform: inputs and targets up to 1e15 (float32 squares stay finite)."""
@@ -91,6 +93,7 @@ def test_raw_heavy_tailed_data_train_finite_up_to_1e15(heavy, kernel, seeded_tin
     _assert_trained_finite(model, Xe)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["softmax", "log", "sigmoid"])
 def test_raw_1e30_inputs_stop_with_clear_error(heavy, kernel, seeded_tiny_params):
     """Inputs of 1e30 without symlog: attention scores overflow float32; training stops."""
@@ -115,6 +118,7 @@ def test_energy_loss_propagates_non_finite_predictions():
     assert torch.isfinite(energy_loss(x, y)) and energy_loss(x, x) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["softmax", "log", "sigmoid"])
 def test_raw_extreme_targets_stop_with_clear_error(heavy, kernel, seeded_tiny_params):
     """Targets of 1e30 overflow the float32 loss: a clear error, and no half-fitted model."""
@@ -130,6 +134,7 @@ def test_raw_extreme_targets_stop_with_clear_error(heavy, kernel, seeded_tiny_pa
         check_is_fitted(model)
 
 
+@pytest.mark.slow
 def test_failed_refit_leaves_unfitted(heavy, seeded_tiny_params):
     X, y = heavy
     model = MeasureTransformerRegressor(**seeded_tiny_params).fit(X, y)
@@ -168,6 +173,7 @@ def test_beyond_float32_range_rejected_before_training(heavy, seeded_tiny_params
     assert not hasattr(model, "net_")
 
 
+@pytest.mark.slow
 def test_predict_never_returns_nan(heavy, seeded_tiny_params):
     """Extreme inputs at predict time: finite output or a clear error."""
     X, y = heavy
@@ -183,6 +189,7 @@ def test_predict_never_returns_nan(heavy, seeded_tiny_params):
         model.predict(_extreme(X, 1e300))
 
 
+@pytest.mark.slow
 def test_predict_non_finite_output_raises(heavy, monkeypatch, seeded_tiny_params):
     """If the net ever outputs NaN, predict raises instead of returning it."""
     X, y = heavy
@@ -217,6 +224,7 @@ class _NanTransform(_LogTransform):
         return out
 
 
+@pytest.mark.slow
 def test_predict_never_returns_a_user_inverse_transforms_nan(data, tiny_params):
     X, y = data
     model = MeasureTransformerRegressor(**tiny_params, transform=_LogTransform(), random_state=0).fit(X, y)
@@ -230,6 +238,7 @@ def test_a_transform_producing_nan_is_refused_before_training(data, tiny_params)
         MeasureTransformerRegressor(**tiny_params, transform=_NanTransform()).fit(X, y)
 
 
+@pytest.mark.slow
 def test_score_of_a_symlog_model_on_1e200_data(data, tiny_params):
     X, y = data
     model = MeasureTransformerRegressor(**tiny_params, transform="symlog", random_state=0).fit(X * 1e200, y * 1e200)

@@ -35,6 +35,7 @@ def _joblib_round_trip(model):
     return joblib.load(buffer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("round_trip", [lambda m: pickle.loads(pickle.dumps(m)), _joblib_round_trip], ids=["pickle", "joblib"])
 def test_round_trip_identical_predictions(fitted, data, round_trip):
     X, y = data
@@ -47,6 +48,7 @@ def test_round_trip_identical_predictions(fitted, data, round_trip):
     assert loaded.device_ == fitted.device_ == "cpu"
 
 
+@pytest.mark.slow
 def test_unfitted_round_trip(data, one_epoch_params):
     model = MeasureTransformerRegressor(**one_epoch_params)
     loaded = pickle.loads(pickle.dumps(model))
@@ -73,6 +75,7 @@ def _cuda_pickle(model, monkeypatch):
     return payload, tensor_payload
 
 
+@pytest.mark.slow
 def test_cuda_trained_model_loads_and_predicts_on_cpu(data, monkeypatch, one_epoch_params):
     X, y = data
     model = MeasureTransformerRegressor(**one_epoch_params).fit(X, y)
@@ -104,6 +107,7 @@ def test_cuda_trained_model_loads_and_predicts_on_cpu(data, monkeypatch, one_epo
 # --------------------------------------------------------------------------- #
 # Version stamps
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 def test_state_is_version_stamped(fitted):
     state = fitted.__getstate__()
     assert state["_sklearn_measattn_version"] == sklearn_measattn.__version__
@@ -134,6 +138,7 @@ def test_incompatible_version_gives_clear_error(fitted, monkeypatch, how):
     assert "refit" in message
 
 
+@pytest.mark.slow
 def test_patch_version_difference_loads(fitted, data, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(sklearn_measattn._version, "__version__", _bump(sklearn_measattn.__version__, patch=7))
@@ -144,6 +149,7 @@ def test_patch_version_difference_loads(fitted, data, monkeypatch):
     np.testing.assert_array_equal(loaded.predict(data[0]), fitted.predict(data[0]))
 
 
+@pytest.mark.slow
 def test_missing_version_stamp_warns(fitted, data, monkeypatch):
     original = MeasureTransformerRegressor.__getstate__
 
@@ -160,6 +166,7 @@ def test_missing_version_stamp_warns(fitted, data, monkeypatch):
     np.testing.assert_array_equal(loaded.predict(data[0]), fitted.predict(data[0]))
 
 
+@pytest.mark.slow
 def test_a_model_saved_before_a_parameter_existed_loads_with_its_default(fitted, data, monkeypatch):
     """A parameter added after the model was pickled takes its default on load (here: as if saved without
     the data-parallel and shuffling options)."""

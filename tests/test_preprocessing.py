@@ -75,6 +75,7 @@ def test_inverse_saturates_instead_of_overflowing():
     assert_allclose(symlog(big, 1e-10), np.log(1e308) + np.log(1e10), rtol=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(
     X=hnp.arrays(

@@ -27,6 +27,7 @@ scales = st.floats(1e-3, 1e3)
 # --------------------------------------------------------------------------- #
 # symlog
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 @SETTINGS
 @given(x=hnp.arrays(np.float64, hnp.array_shapes(max_dims=3, max_side=4), elements=finite64), scale=scales)
 def test_symlog_inverse_round_trip(x, scale):
@@ -80,6 +81,7 @@ def _reference_g(name, s, degree=1.0):
 scores = hnp.arrays(np.float32, st.integers(1, 64), elements=st.floats(-1e4, 1e4, width=32))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KERNEL_NAMES)
 @SETTINGS
 @given(s=scores, degree=st.floats(0.25, 8.0))
@@ -95,6 +97,7 @@ def test_kernel_g_finite_increasing_and_matches_kappa(name, s, degree):
     np.testing.assert_allclose(g.double().numpy(), ref, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KERNEL_NAMES)
 @SETTINGS
 @given(s=scores)
@@ -128,6 +131,7 @@ METRICS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(METRICS))
 @SETTINGS
 @given(pair=measure_pairs())
@@ -163,6 +167,7 @@ any_dtype = st.one_of(
 any_array = hnp.arrays(any_dtype, hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=3))
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(X=st.one_of(any_array, st.lists(any_array, max_size=3)))
 def test_check_measures_fails_only_with_value_or_type_error(X):

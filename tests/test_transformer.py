@@ -16,6 +16,7 @@ def small_model(**kwargs):
     return MeasureTransformer(3, 2, **params).double()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNEL_NAMES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_permutation_equivariant(kernel, norm_first):
@@ -25,6 +26,7 @@ def test_permutation_equivariant(kernel, norm_first):
     torch.testing.assert_close(model(X)[:, permutation], model(X[:, permutation]))
 
 
+@pytest.mark.slow
 def test_any_number_of_points_and_shapes():
     model = small_model()
     for n_points in (1, 7, 64):
@@ -43,6 +45,7 @@ def test_post_norm_is_default_and_outputs_are_normalised():
     assert isinstance(model.final_norm, torch.nn.Identity)
 
 
+@pytest.mark.slow
 def test_zero_weights_equal_deleting_points():
     model = small_model(kernel="poly")
     X = torch.randn(2, 12, 3, dtype=torch.float64)
@@ -51,6 +54,7 @@ def test_zero_weights_equal_deleting_points():
     torch.testing.assert_close(model(X, weights)[:, :8], model(X[:, :8]))
 
 
+@pytest.mark.slow
 def test_backends_agree_and_train():
     X = torch.randn(2, 20, 3, dtype=torch.float64)
     outputs = []

@@ -453,6 +453,7 @@ def hold_the_build_lock(directory, seconds, while_held=lambda: None):
     return holder
 
 
+@pytest.mark.slow
 def test_waiting_for_another_process_building_says_so_in_one_line_with_its_duration(
         tmp_path, monkeypatch, capsys):
     directory, builds = loader_with_a_stand_in_build(tmp_path, monkeypatch)
@@ -469,6 +470,7 @@ def test_waiting_for_another_process_building_says_so_in_one_line_with_its_durat
     assert _fused.build_seconds() == 0.0
 
 
+@pytest.mark.slow
 def test_a_short_wait_for_the_lock_says_nothing(tmp_path, monkeypatch, capsys):
     """A process that only loads an up-to-date library holds the lock briefly: no line for that."""
     directory, builds = loader_with_a_stand_in_build(tmp_path, monkeypatch)

@@ -121,6 +121,7 @@ def test_compare_quick_end_to_end(tmp_path, capsys):
         assert row["collapsed"] in ("True", "False")
 
 
+@pytest.mark.slow
 def test_compare_seed_list_and_one_transform(tmp_path, capsys):
     out_csv = tmp_path / "r.csv"
     main(["compare", "--quick", "--seeds", "3,", "--kernels", "sigmoid", "--transforms", "symlog",
@@ -131,6 +132,7 @@ def test_compare_seed_list_and_one_transform(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_compare_plot(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     png = tmp_path / "fig.png"
@@ -214,6 +216,7 @@ def _diagnose(tmp_path, X, name, capsys, *extra):
     return capsys.readouterr().out, rows
 
 
+@pytest.mark.slow
 def test_diagnose_student_t_finds_the_tail_and_avoids_raw_softmax(tmp_path, capsys):
     out, rows = _diagnose(tmp_path, _student_t(1.0, (48, 200, 2), seed=0), "t1.npy", capsys)
     norm = next(r for r in rows if r["what"] == "tail_index" and r["of"] == "norm")
@@ -230,6 +233,7 @@ def test_diagnose_student_t_finds_the_tail_and_avoids_raw_softmax(tmp_path, caps
     assert "total time" in out
 
 
+@pytest.mark.slow
 def test_diagnose_gaussian_says_every_kernel_is_fine(tmp_path, capsys):
     X = np.random.default_rng(1).standard_normal((48, 200, 3))
     out, rows = _diagnose(tmp_path, X, "gauss.npy", capsys)

@@ -66,6 +66,7 @@ def _exit(argv, capsys):
     return info.value.code, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, saved, capsys, small_params):
     folder, X, y, _, _ = files
     out = folder / "pred.npy"
@@ -82,6 +83,7 @@ def test_fit_then_predict_round_trips_on_npy_and_equals_the_python_api(files, sa
     assert loaded.transform == "symlog" and loaded.max_epochs == 2 and len(loaded.history_) == 2
 
 
+@pytest.mark.slow
 def test_fit_prints_progress_per_epoch(files, tmp_path, capsys, small_args):
     folder = files[0]
     assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
@@ -92,6 +94,7 @@ def test_fit_prints_progress_per_epoch(files, tmp_path, capsys, small_args):
     assert "trained 2 epochs" in captured.out and str(tmp_path / "m.safetensors") in captured.out
 
 
+@pytest.mark.slow
 def test_a_resumed_fit_says_what_this_run_trained_and_a_finished_one_that_it_trained_none(
         files, tmp_path, capsys, small_args, monkeypatch):
     folder = files[0]
@@ -121,6 +124,7 @@ def test_a_resumed_fit_says_what_this_run_trained_and_a_finished_one_that_it_tra
     assert out.count("trained") == 1 and "resumed at" not in out
 
 
+@pytest.mark.slow
 def test_fit_says_on_stderr_that_it_waits_for_the_fused_kernels_build(files, tmp_path, capsys, small_args,
                                                                         monkeypatch):
     """The first use of the fused CPU kernels (the log kernel's attention) prints its one line to the user of
@@ -146,6 +150,7 @@ def test_fit_says_on_stderr_that_it_waits_for_the_fused_kernels_build(files, tmp
     assert "simulated" in fused_loader.fused_unavailable_reason()
 
 
+@pytest.mark.slow
 def test_predict_points_equals_transport(files, saved):
     folder, X, _, Z, _ = files
     out = folder / "images.npy"
@@ -154,6 +159,7 @@ def test_predict_points_equals_transport(files, saved):
     np.testing.assert_array_equal(np.load(out), load_model(saved).transport(X, Z))
 
 
+@pytest.mark.slow
 def test_ragged_predictions_go_to_npz_one_array_per_measure(files, saved):
     folder, _, _, _, ragged = files
     out = folder / "ragged.npz"
@@ -272,6 +278,7 @@ def test_predict_refuses_a_damaged_model_file(files, saved, tmp_path, capsys):
     assert not (tmp_path / "p.npy").exists()
 
 
+@pytest.mark.slow
 def test_allow_pickle_loads_a_trusted_joblib_model(files, saved, tmp_path, capsys):
     folder, X, _, _, _ = files
     joblib.dump(load_model(saved), tmp_path / "trusted.joblib")
@@ -316,6 +323,7 @@ def test_fit_killed_with_sigkill_resumes_from_its_checkpoint_to_the_uninterrupte
     assert resumed.checkpoint_dir is None  # the saved model does not point at the directory
 
 
+@pytest.mark.slow
 def test_fit_with_a_subsampled_context_equals_the_python_api(files, tmp_path, small_args, small_params):
     folder, X, y, _, _ = files
     assert main(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
@@ -362,6 +370,7 @@ def test_a_value_the_estimator_refuses_is_reported_naming_the_option_before_any_
     assert not (tmp_path / "m.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_predict_batch_size_runs_the_estimators_predict(files, saved, tmp_path):
     folder, X, _, _, _ = files
     out = tmp_path / "p.npy"

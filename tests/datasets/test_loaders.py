@@ -336,6 +336,7 @@ def _long_frame(measures, names):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "write",
     [

@@ -31,6 +31,7 @@ def test_observed_coordinates(observed, expected):
     assert params["observation"].shape == (6, len(expected))
 
 
+@pytest.mark.slow
 def test_append_innovation():
     X, y, params = make_lorenz96_analysis(**SMALL, return_params=True, random_state=0)
     X_aug, y_aug = make_lorenz96_analysis(**SMALL, append_innovation=True, random_state=0)
@@ -48,6 +49,7 @@ def test_analysis_members_come_from_the_forecast_distribution_not_the_input():
         assert not np.any(np.all(np.isclose(analysis[:, np.newaxis, :], forecast[np.newaxis]), axis=-1))
 
 
+@pytest.mark.slow
 def test_determinism():
     X1, y1 = make_lorenz96_analysis(**SMALL, random_state=3)
     X2, y2 = make_lorenz96_analysis(**SMALL, random_state=3)
@@ -59,6 +61,7 @@ def test_determinism():
     np.testing.assert_array_equal(X1, X4)
 
 
+@pytest.mark.slow
 def test_gaussian_analysis_moves_toward_the_observation_and_the_truth():
     X, y, params = make_lorenz96_analysis(
         n_samples=32, n_points=64, n_features=8, observation_noise="gaussian", observed="all",
@@ -88,6 +91,7 @@ def test_reference_posterior_matches_the_kalman_posterior_when_both_are_exact():
     np.testing.assert_allclose(X.var(axis=1), s**2, rtol=0.15)
 
 
+@pytest.mark.slow
 def test_heavy_tailed_noise_has_heavier_tails_and_the_analysis_ignores_outliers():
     common = {"n_samples": 48, "n_points": 16, "n_features": 8, "prior_size": 512, "return_params": True}
     runs = {}
@@ -103,6 +107,7 @@ def test_heavy_tailed_noise_has_heavier_tails_and_the_analysis_ignores_outliers(
     assert runs["cauchy"][1] > 3.0 * runs["gaussian"][1]
 
 
+@pytest.mark.slow
 def test_student_t_tail_follows_df():
     common = {"n_samples": 64, "n_points": 4, "n_features": 8, "prior_size": 64, "observed": "all", "return_params": True}
     fractions = []
@@ -139,6 +144,7 @@ def test_tendency_by_hand():
     np.testing.assert_allclose(_lorenz96_tendency(x, 8.0), expected)
 
 
+@pytest.mark.slow
 def test_rk4_is_fourth_order():
     x0 = 8.0 + np.random.default_rng(0).standard_normal((3, 10))
     duration = 0.4

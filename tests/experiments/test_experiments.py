@@ -127,6 +127,7 @@ def test_tied_values_give_nan_not_a_crash():
 # --------------------------------------------------------------------------- #
 
 
+@pytest.mark.slow
 def test_diagnosis_of_heavy_tails_never_recommends_raw_softmax():
     diagnosis = diagnose_measures(_draws("student_t", 1.0, n_points=128))
     assert not diagnosis.light_tailed
@@ -138,6 +139,7 @@ def test_diagnosis_of_heavy_tails_never_recommends_raw_softmax():
     assert "heavy tails" in diagnosis.reason
 
 
+@pytest.mark.slow
 def test_diagnosis_of_gaussian_says_every_kernel_is_fine():
     diagnosis = diagnose_measures(_draws("gaussian", 1.0, n_points=128, n_features=3))
     assert diagnosis.light_tailed and (diagnosis.kernel, diagnosis.transform) == ("softmax", None)
@@ -145,6 +147,7 @@ def test_diagnosis_of_gaussian_says_every_kernel_is_fine():
     assert "every kernel is fine" in diagnosis.reason
 
 
+@pytest.mark.slow
 def test_diagnosis_at_finite_variance_picks_a_converging_kernel_without_transform():
     diagnosis = diagnose_measures(_draws("student_t", 4.0, n_samples=64, n_points=256, seed=5))
     chosen = next(k for k in diagnosis.kernels if k["kernel"] == diagnosis.kernel)
@@ -171,6 +174,7 @@ def test_diagnosis_ragged_rows_and_text(tmp_path):
     assert rows[-1]["what"] == "recommendation" and rows[-1]["detail"] == diagnosis.reason
 
 
+@pytest.mark.slow
 def test_diagnosis_is_seeded():
     X = _draws("student_t", 1.5, n_points=64)
     a, b = diagnose_measures(X, random_state=3), diagnose_measures(X, random_state=3)
@@ -183,6 +187,7 @@ def _shifted(shift, n_samples=200, n_points=64, n_features=2, seed=0):
     return rng.standard_normal((n_samples, n_points, n_features)) + shift(rng, (n_samples, 1, n_features))
 
 
+@pytest.mark.slow
 def test_diagnosis_sees_heavy_tails_across_samples_that_are_light_within_ensembles():
     X = _shifted(lambda rng, size: rng.standard_cauchy(size))
     diagnosis = diagnose_measures(X, kernels=["softmax", "poly", "log", "sigmoid"])
@@ -231,6 +236,7 @@ def test_diagnosis_of_iid_heavy_points_rests_on_the_tails_within_ensembles(tail,
     assert "Basis: the tails within ensembles" in format_diagnosis(diagnosis)
 
 
+@pytest.mark.slow
 def test_gaussian_shifts_do_not_read_heavy_across_samples():
     # from a few dozen medians Hill's estimate of a Gaussian tail is small (about 4 from 40): not a power law
     estimates = []
@@ -243,6 +249,7 @@ def test_gaussian_shifts_do_not_read_heavy_across_samples():
     assert np.mean(np.array(estimates) < LIGHT_TAIL_INDEX) > 0.5  # the estimate alone would mostly say heavy
 
 
+@pytest.mark.slow
 def test_gaussian_tail_index_is_what_hill_gives_on_gaussian_values():
     rng = np.random.default_rng(0)
     for m in (40, 200):
@@ -330,6 +337,7 @@ def test_reference_rows_are_scored_like_fits_and_judge_learning(compare_params):
     assert fit["energy_vs_baseline"] == pytest.approx(verdict["ratio"])
 
 
+@pytest.mark.slow
 def test_benchmark_comparison_has_an_oracle_row_near_the_two_sample_floor(compare_params):
     rows = compare_kernels(kernels=["log"], transforms=[None], tail="gaussian", n_samples=8, n_points=64, n_test=6,
                            **compare_params)

@@ -61,6 +61,7 @@ def test_several_feature_pairs_symlog_and_no_sharing(data):
     assert display.axes_[0, 0].get_xlim() != display.axes_[0, 1].get_xlim()
 
 
+@pytest.mark.slow
 def test_overlay_into_given_axes_and_ragged_measures():
     rng = np.random.default_rng(1)
     y = [rng.standard_normal((n, 2)) for n in (5, 12, 8)]
@@ -76,6 +77,7 @@ def test_overlay_into_given_axes_and_ragged_measures():
     assert again is display and display.axes_.shape == (1, 2) and display.figure_ is not fig
 
 
+@pytest.mark.slow
 def test_from_estimator_predicts_the_chosen_measures(seeded_tiny_params):
     X, y = make_matrix_inverse(n_samples=6, n_points=20, random_state=0)
     model = MeasureTransformerRegressor(**{**seeded_tiny_params, "max_epochs": 1}).fit(X, y)
@@ -152,6 +154,7 @@ def test_docstrings(name):
     assert not errors, errors
 
 
+@pytest.mark.slow
 def test_compare_plot_draws_with_the_display(tmp_path, monkeypatch):
     calls = []
     original = MeasureDisplay.from_predictions.__func__

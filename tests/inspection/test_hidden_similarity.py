@@ -40,6 +40,7 @@ def _direct_similarity(model, measure):
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_hidden_similarity_matches_a_direct_computation_from_the_module(fitted, deep_params):
     model, X, _ = fitted
     similarity = model.hidden_similarity(X)
@@ -48,6 +49,7 @@ def test_hidden_similarity_matches_a_direct_computation_from_the_module(fitted, 
         np.testing.assert_allclose(similarity[i], _direct_similarity(model, X[i]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_hidden_similarity_of_a_ragged_batch_ignores_the_padding(fitted):
     model, X, _ = fitted
     ragged = [X[0][:5], X[1]]
@@ -56,6 +58,7 @@ def test_hidden_similarity_of_a_ragged_batch_ignores_the_padding(fitted):
     np.testing.assert_allclose(similarity[1], _direct_similarity(model, X[1]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_hidden_similarity_is_one_for_a_measure_of_identical_points(fitted):
     model, X, _ = fitted
     same = np.repeat(X[:1, :1], 6, axis=1)
@@ -75,6 +78,7 @@ def test_hidden_similarity_checks_its_input(fitted):
         MeasureTransformerRegressor().hidden_similarity(X)
 
 
+@pytest.mark.slow
 def test_collapse_diagnostics_reports_the_depth_face_outside_the_verdict(fitted):
     model, X, y = fitted
     report = collapse_diagnostics(model, X, y, max_queries=None)

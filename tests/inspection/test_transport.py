@@ -53,6 +53,7 @@ def ragged(X, lengths):
 
 
 # ------------------------------------------------------------ the module
+@pytest.mark.slow
 @pytest.mark.parametrize("backend, kernel", CPU_BACKENDS)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_module_transport_identities(backend, kernel, norm_first):
@@ -98,6 +99,7 @@ def test_module_transport_refuses_mismatched_points():
 
 
 # ------------------------------------------------------------ the estimator
+@pytest.mark.slow
 @pytest.mark.parametrize("backend, kernel", TRAINABLE_CPU_BACKENDS)
 def test_transport_of_the_context_is_predict(backend, kernel, data, fitted):
     X, _ = data
@@ -109,6 +111,7 @@ def test_transport_of_the_context_is_predict(backend, kernel, data, fitted):
         np.testing.assert_allclose(got, expected, atol=ATOL, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend, kernel", TRAINABLE_CPU_BACKENDS)
 def test_query_points_do_not_influence_each_other(backend, kernel, data, fitted):
     X, _ = data
@@ -128,6 +131,7 @@ def test_query_points_do_not_influence_each_other(backend, kernel, data, fitted)
         np.testing.assert_allclose(images_ragged[i], alone, atol=ATOL, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_more_queries_than_context_points_and_batches(data, fitted):
     X, _ = data
     model = fitted("auto", "log", data)
@@ -136,6 +140,7 @@ def test_more_queries_than_context_points_and_batches(data, fitted):
                                atol=ATOL, rtol=1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transform", ["symlog", StandardScaler()], ids=["symlog", "scaler"])
 def test_fitted_transform_is_applied_to_the_points_and_inverted(transform, data, fitted):
     X, _ = data

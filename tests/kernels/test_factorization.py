@@ -55,6 +55,7 @@ def test_poly_high_degree_uses_log_domain():
     assert get_kernel("poly", degree=2).factorization is not None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, params", KERNELS + [("user", {})])
 def test_chunked_matches_naive_float64(name, params):
     kernel = get_kernel((lambda s: torch.tanh(s) + 0.1 * s) if name == "user" else name, **params)

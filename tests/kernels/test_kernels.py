@@ -184,6 +184,7 @@ def test_bad_user_kernels_fail_when_built(data, kernel, error, match, tiny_param
         MeasureTransformerRegressor(**tiny_params, kernel=kernel).fit(X, y)
 
 
+@pytest.mark.slow
 def test_a_module_instance_is_a_valid_kernel(data, tiny_params):
     X, y = data
     model = MeasureTransformerRegressor(**tiny_params, kernel=_KernelClass()).fit(X, y)

@@ -63,6 +63,7 @@ def test_one_positive_degree_per_layer_and_head_starting_at_one():
     assert MeasureTransformer(2, 2, d_model=8, n_heads=2, n_layers=1).blocks[0].attention.degree() is None
 
 
+@pytest.mark.slow
 def test_forward_equals_poly_attention_at_each_heads_degree_and_gradients_reach_the_degrees():
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(2, 3, 20, 4, generator=g, dtype=torch.float64) for _ in range(3))
@@ -86,6 +87,7 @@ def test_forward_equals_poly_attention_at_each_heads_degree_and_gradients_reach_
     )
 
 
+@pytest.mark.slow
 def test_fit_exposes_the_learnt_degrees_and_training_moves_them(fitted, small_params):
     model, X, _ = fitted
     degree = model.learned_kernel_params_["degree"]
@@ -110,6 +112,7 @@ def test_the_trained_attention_diagnostics_use_the_learnt_degrees(fitted):
     assert ess.shape == (8, 2) and np.all((ess > 0) & (ess <= 1))
 
 
+@pytest.mark.slow
 def test_pickles_and_clones(fitted):
     model, X, _ = fitted
     restored = pickle.loads(pickle.dumps(model))

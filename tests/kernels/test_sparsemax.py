@@ -129,6 +129,7 @@ def test_chunked_matches_the_naive_reference_with_gradients(name, params, with_w
         torch.testing.assert_close(gc, gn)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, params", KERNELS)
 def test_chunked_backward_passes_gradcheck(name, params, qkv):
     kernel = get_kernel(name, **params)
@@ -156,6 +157,7 @@ def test_auto_resolves_to_chunked_and_other_backends_refuse_clearly(name):
         MeasureTransformerRegressor(kernel=name, attention_backend="fused").fit(np.ones((3, 4, 2)), np.ones((3, 4, 2)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPARSE_KERNEL_NAMES)
 def test_bounded_support_kernels_train_on_cpu(name, tiny_network):
     X, y = make_matrix_inverse(n_samples=8, n_points=16, tail="pareto", tail_index=0.7, random_state=0)

@@ -64,6 +64,7 @@ def _direct_weights(model, X, layer):
         return torch.softmax(attention.kernel.log_weight(scores), dim=-1).numpy()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["softmax", "log"])
 @pytest.mark.parametrize("layer", [0, 1])
 def test_attention_ess_and_weights_match_direct_recomputation(fitted, pareto, kernel, layer):
@@ -77,6 +78,7 @@ def test_attention_ess_and_weights_match_direct_recomputation(fitted, pareto, ke
     np.testing.assert_allclose(ess, expected, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_trained_softmax_collapses_on_raw_pareto_while_log_and_symlog_do_not(fitted, pareto, small_params):
     X, y = pareto
     assert np.median(fitted["softmax"].attention_ess(X)) < ATTENTION_ESS_THRESHOLD
@@ -145,6 +147,7 @@ def _non_finite_gradient_batches(backend, X, y, kernel="softmax"):
     return bad
 
 
+@pytest.mark.slow
 def test_default_backend_gives_finite_gradients_where_the_mathematics_is_finite():
     # Raw Pareto(0.7) points reach 1e6, first-layer scores 1e12: SDPA's backward
     # recomputes exp(s - lse) with other rounding than its forward and overflows.
@@ -154,6 +157,7 @@ def test_default_backend_gives_finite_gradients_where_the_mathematics_is_finite(
     assert _non_finite_gradient_batches("auto", X, y) == 0
 
 
+@pytest.mark.slow
 def test_softmax_fits_raw_infinite_mean_data_with_the_default_backend(small_params):
     X, y = make_matrix_inverse(n_samples=32, n_points=128, tail="pareto", tail_index=0.7, random_state=1)
     model = MeasureTransformerRegressor(kernel="softmax", max_epochs=2, **small_params).fit(X, y)
@@ -196,6 +200,7 @@ def test_non_finite_gradient_error_names_the_backward_stage(pareto, small_params
         model.fit(X, y)
 
 
+@pytest.mark.slow
 def test_scoring_in_symlog_space(fitted, pareto):
     X, y = pareto
     model = fitted["log"]
@@ -223,6 +228,7 @@ def test_space_is_validated():
         MeasureTransformerRegressor(score_space="log", max_epochs=1).fit(np.zeros((2, 3, 1)), np.zeros((2, 3, 1)))
 
 
+@pytest.mark.slow
 def test_grid_search_over_kernels_with_symlog_scoring_and_trained_ess(pareto, small_params):
     X, y = pareto
     search = GridSearchCV(
@@ -234,6 +240,7 @@ def test_grid_search_over_kernels_with_symlog_scoring_and_trained_ess(pareto, sm
     assert search.best_estimator_.attention_ess(X).shape == (16, 2)
 
 
+@pytest.mark.slow
 def test_collapse_diagnostics_report(fitted, pareto):
     X, y = pareto
     report = collapse_diagnostics(fitted["softmax"], X, y)

@@ -226,6 +226,7 @@ def test_across_sample_correlation_good_vs_constant():
     assert abs(across_sample_correlation(y_true, unrelated)) < 0.5
 
 
+@pytest.mark.slow
 def test_attention_ess_separates_regimes():
     """Softmax ESS/n -> 0 on heavy tails as n grows; log and sigmoid stay away from 0.
 

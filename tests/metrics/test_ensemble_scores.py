@@ -73,6 +73,7 @@ def test_crps_is_not_the_fair_estimator():
     assert sr.crps_ensemble(truth, ensemble, estimator="fair") == pytest.approx(0.0)
 
 
+@pytest.mark.slow
 def test_crps_of_a_large_ensemble_by_sorting_matches_the_pairs():
     rng = np.random.default_rng(7)
     ensemble, truth = rng.standard_cauchy(size=(3, 2000)), rng.standard_normal(3)

@@ -39,6 +39,7 @@ def fitted(data, seeded_tiny_params):
     return model, X[8:], y[8:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SPELLINGS))
 def test_a_scorer_name_and_its_make_measure_scorer_spelling_score_alike(name, fitted):
     model, X, y = fitted

@@ -52,6 +52,7 @@ def _assert_same_fit(resumed, straight, X):
     np.testing.assert_array_equal(resumed.predict(X), straight.predict(X))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "changes",
     [
@@ -83,6 +84,7 @@ def test_an_interrupted_fit_resumes_to_the_uninterrupted_model(changes, heavy, t
     _assert_same_fit(again, resumed, X)
 
 
+@pytest.mark.slow
 def test_a_ragged_weighted_fit_resumes(tmp_path):
     X, y = make_matrix_inverse(n_samples=10, n_points=12, tail="pareto", tail_index=0.7, random_state=5)
     X, y = [x[: 5 + i % 6] for i, x in enumerate(X)], [t[: 7 + i % 3] for i, t in enumerate(y)]
@@ -130,6 +132,7 @@ def test_a_fit_killed_with_sigkill_resumes_to_the_uninterrupted_model(heavy, tmp
     _assert_same_fit(resumed, MeasureTransformerRegressor(**params).fit(X, y), X)
 
 
+@pytest.mark.slow
 def test_a_crash_while_writing_leaves_the_previous_checkpoint(heavy, tmp_path, monkeypatch):
     X, y = heavy
     params = _params(max_epochs=4)
@@ -151,6 +154,7 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint(heavy, tmp_path, m
     _assert_same_fit(resumed, MeasureTransformerRegressor(**params).fit(X, y), X)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "change, named",
     [

@@ -37,6 +37,7 @@ def test_fit_never_touches_the_global_generator(data, params, tiny_params):
     assert torch.equal(state, torch.get_rng_state())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("params", [{"kernel": "log"}, {"kernel": "softmax", "dropout": 0.2}, {"loss": "sliced"}])
 def test_threaded_fits_match_serial_fits_bit_for_bit(data, params, tiny_params):
     X, y = data
