@@ -15,6 +15,9 @@ divergence is detected.
   :class:`RobustEnKF` (Huber-type clipping), :class:`SerialEnKF` and
   :class:`ParticleFilter` (the Bayes reference with many members), by name
   in :data:`ANALYSIS_NAMES`.
+- The Bayes reference for scalar updates: :class:`RankHistogramFilter`, the
+  serial filter whose update of each observed variable is Bayes' rule with
+  the true likelihood and a rank histogram (or kernel density) prior.
 - A learned analysis: :class:`LearnedAnalysis` puts a fitted measure-to-measure
   model in a serial filter, trained on :func:`make_analysis_training_data`.
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
@@ -34,6 +37,7 @@ from ._baselines import (
 from ._dapper import DAPPER_METHODS, run_dapper
 from ._learned import ANALYSIS_FEATURES, LearnedAnalysis, analysis_features, make_analysis_training_data
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
+from ._rank_histogram import RankHistogramFilter
 from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 
 __all__ = [
@@ -47,6 +51,7 @@ __all__ = [
     "NoUpdate",
     "ObservationModel",
     "ParticleFilter",
+    "RankHistogramFilter",
     "RobustEnKF",
     "SerialEnKF",
     "TwinProblem",
