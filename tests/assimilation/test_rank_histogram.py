@@ -133,6 +133,7 @@ def test_gaussian_prior_and_noise_give_the_kalman_posterior(prior, members, mean
 # --------------------------------------------------------------------------- #
 # Heavy-tailed noise: Bayes' rule by quadrature
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 @pytest.mark.parametrize(("noise", "observation"), [("cauchy", 1.3), ("cauchy", 6.0), ("student_t", -2.5)])
 def test_rank_histogram_update_is_bayes_rule_for_its_prior(noise, observation):
     # a small skewed ensemble: its rank histogram, times the true likelihood, integrated by quad; the member of
@@ -154,6 +155,7 @@ def test_rank_histogram_update_is_bayes_rule_for_its_prior(noise, observation):
     assert got.mean() == pytest.approx(expected.mean(), abs=1e-4 * sd)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("bandwidth", "observation"), [(0.5, 1.3), (0.3, 6.0), (1.2, -2.0)])
 def test_kernel_update_is_bayes_rule_for_its_prior(bandwidth, observation):
     # scipy's gaussian_kde with a scalar bw_method: kernel sd = bandwidth * the members' sd (ddof=1); each member
@@ -186,6 +188,7 @@ def test_kernel_default_bandwidth_is_silverman():
     assert not np.allclose(default, other, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_large_gaussian_prior_with_cauchy_noise_matches_its_exact_posterior():
     # with many members the rank histogram approaches the normal: the members approach the quantiles k / (N + 1)
     # of the exact normal-prior x Cauchy posterior (measured: within 1e-3, the rank histogram's own difference)
@@ -259,6 +262,7 @@ def test_equal_members_are_left_alone():
 CYCLE = {"ensemble_size": 20, "spin_up": 50, "random_state": 1}
 
 
+@pytest.mark.slow
 def test_gaussian_noise_cycle_scores_as_the_serial_enkf():
     # with Gaussian noise the Kalman update is Bayes' rule for a Gaussian prior: the two should be close
     # (over five problems the ratio of the RMSEs ranged from 0.95 to 1.08)
@@ -269,6 +273,7 @@ def test_gaussian_noise_cycle_scores_as_the_serial_enkf():
     assert rhf.rmse == pytest.approx(serial.rmse, rel=0.1)
 
 
+@pytest.mark.slow
 def test_cauchy_noise_cycle_beats_the_serial_enkf():
     problem = make_twin_problem(n_variables=10, noise="cauchy", n_cycles=300, random_state=0)
     serial = twin_experiment(SerialEnKF(inflation=1.05, localization_radius=3.0), problem, **CYCLE)
@@ -278,6 +283,7 @@ def test_cauchy_noise_cycle_beats_the_serial_enkf():
     assert rhf.rmse < 0.5
 
 
+@pytest.mark.slow
 def test_kernel_prior_runs_in_the_cycle():
     problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=120, random_state=0)
     rhf = twin_experiment(RankHistogramFilter(inflation=1.05, localization_radius=2.0, prior="kernel", n_grid=500),
@@ -286,6 +292,7 @@ def test_kernel_prior_runs_in_the_cycle():
     assert not rhf.diverged and rhf.rmse < 0.3 * free.rmse
 
 
+@pytest.mark.slow
 def test_relaxation_widens_the_analysis():
     problem = make_twin_problem(n_variables=8, n_cycles=60, random_state=0)
     tight = twin_experiment(RankHistogramFilter(), problem, ensemble_size=10, spin_up=10, random_state=0)
