@@ -5,10 +5,12 @@ from __future__ import annotations
 from numbers import Real
 
 import numpy as np
+from scipy.spatial.distance import cdist
 from sklearn.utils._param_validation import validate_params
 
 # Pairwise differences are formed in blocks of at most this many float64 entries (64 MiB).
 _BLOCK_ENTRIES = 2**23
+_CDIST_MEMBERS = 64  # above it, one ensemble's distances by scipy's cdist beat numpy's broadcast differences
 
 
 def _as_float_array(value, name, what):
@@ -95,6 +97,14 @@ def _mean_pairwise_norm(x, w):
     n_ensembles, n_members, n_features = x.shape
     out = np.zeros(n_ensembles)
     rows = max(1, min(n_members, _BLOCK_ENTRIES // max(1, n_members * n_features)))
+    if n_members > _CDIST_MEMBERS:
+        # large ensembles (a particle filter's): scipy's compiled distances, without the (rows, M, d) differences
+        rows = max(1, min(n_members, _BLOCK_ENTRIES // n_members))
+        for b in range(n_ensembles):
+            for r0 in range(0, n_members, rows):
+                r1 = min(n_members, r0 + rows)
+                out[b] += w[b, r0:r1] @ cdist(x[b, r0:r1], x[b]) @ w[b]
+        return out
     per_block = max(1, _BLOCK_ENTRIES // max(1, n_members * n_members * n_features)) if rows == n_members else 1
     for start in range(0, n_ensembles, per_block):
         block = slice(start, start + per_block)

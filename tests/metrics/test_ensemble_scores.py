@@ -205,6 +205,19 @@ def test_large_ensembles_are_scored_in_blocks(monkeypatch):
     np.testing.assert_allclose(energy_score(ensemble, truth, weights=weights), whole, rtol=1e-13)
 
 
+def test_many_members_take_the_compiled_distances_and_score_alike(monkeypatch):
+    from sklearn_measattn.metrics import _ensemble_scores
+
+    ensemble, truth, weights = _case(11, (2,), 300, 4)  # above the member count that switches to scipy's cdist
+    assert ensemble.shape[-2] > _ensemble_scores._CDIST_MEMBERS
+    compiled = energy_score(ensemble, truth, weights=weights)
+    monkeypatch.setattr(_ensemble_scores, "_CDIST_MEMBERS", 10**9)  # numpy's broadcast differences instead
+    np.testing.assert_allclose(compiled, energy_score(ensemble, truth, weights=weights), rtol=1e-13)
+    monkeypatch.setattr(_ensemble_scores, "_CDIST_MEMBERS", 1)
+    monkeypatch.setattr(_ensemble_scores, "_BLOCK_ENTRIES", 7 * 300)  # compiled, 7 rows at a time
+    np.testing.assert_allclose(energy_score(ensemble, truth, weights=weights), compiled, rtol=1e-13)
+
+
 # --------------------------------------------------------------------------- #
 # Bad input
 # --------------------------------------------------------------------------- #
