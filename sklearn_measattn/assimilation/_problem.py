@@ -21,6 +21,7 @@ __all__ = ["ObservationModel", "TwinProblem", "make_twin_problem"]
 
 _SPIN_UP_TIME = 10.0  # model time units: long enough to reach the attractor from F + small noise
 _MIN_VARIABLES = 4  # the tendency couples x_{i-2}, x_{i-1}, x_i and x_{i+1}
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 NOISE = Choices(OBSERVATION_NOISES, why="'student_t' uses df degrees of freedom; 'cauchy' is Student-t with df=1")
 OBSERVED = [Choices(("all", "every_other")), "array-like"]
@@ -155,6 +156,16 @@ class ObservationModel:
     :meth:`restricted` is the model of those alone, and
     :meth:`log_likelihood` sums over them.
 
+    The noise law lives in two methods: :meth:`standard_noise` draws the
+    unit-scale errors ``eps`` (:meth:`sample` adds ``noise_scale`` times them
+    to the state) and :meth:`log_density` is the normalised log-density of
+    one error ``noise_scale * eps``, which every likelihood of the package
+    (:meth:`log_likelihood`, the particle filter's weights, the rank
+    histogram filter's scalar update) is made of. A subclass that overrides
+    both (and :attr:`variance`, the variance a Kalman update assumes) brings
+    another law to every filter; pass an instance to
+    ``make_twin_problem(observation_model=...)``.
+
     Parameters
     ----------
     n_variables : int
@@ -178,9 +189,14 @@ class ObservationModel:
     tail : float
         ``1 / df`` of the noise law: 0 for Gaussian, 1 for Cauchy. A number
         that describes the law to a learned analysis.
+    variance : float or None
+        The variance of the noise, ``noise_scale ** 2`` for Gaussian noise and
+        ``noise_scale ** 2 * df / (df - 2)`` for Student-t noise with
+        ``df > 2``; None when the law has none (``df <= 2``, Cauchy). The
+        Kalman steps take it as the observation-error variance.
     nominal_variance : float
-        ``noise_scale ** 2``: the observation-error variance a Kalman update
-        assumes (heavy-tailed laws with ``df <= 2`` have none).
+        ``noise_scale ** 2``: the variance of the Gaussian law of the same
+        scale, which the Kalman steps take when the law has no variance.
 
     Examples
     --------
@@ -218,6 +234,14 @@ class ObservationModel:
     @property
     def tail(self):
         return 0.0 if self.noise == "gaussian" else 1.0 / self.df
+
+    @property
+    def variance(self):
+        if self.noise == "gaussian":
+            return self.noise_scale**2
+        if self.df > 2:
+            return self.noise_scale**2 * self.df / (self.df - 2)
+        return None
 
     @property
     def nominal_variance(self):
@@ -325,6 +349,9 @@ class ObservationModel:
     def sample(self, states, random_state=None):
         """Noisy observations of ``states`` (..., n_variables) -> (..., n_observed).
 
+        ``states[..., observed] + noise_scale * standard_noise(...)``: a
+        subclass that overrides :meth:`standard_noise` samples its own law.
+
         Parameters
         ----------
         states : array-like of shape (..., n_variables)
@@ -341,12 +368,53 @@ class ObservationModel:
             states[..., self.observed].shape, random_state
         )
 
+    def log_density(self, residual):
+        """``log p(residual)`` of the observation noise, elementwise: the normalised log-density of one error.
+
+        ``residual`` is ``observation - state`` in the units of the
+        observation (the scale included), any shape; the density is that of
+        ``noise_scale * eps`` for the noise law (Gaussian, Student-t with
+        ``df`` degrees of freedom, Cauchy), so it integrates to one over each
+        entry. Every likelihood of the package is made of it
+        (:meth:`log_likelihood`, the scalar update of
+        :class:`RankHistogramFilter`): a subclass with another noise law
+        overrides this method and :meth:`standard_noise`, and the rest follows.
+
+        Parameters
+        ----------
+        residual : array-like of any shape
+            Observation errors ``observation - state``, finite or infinite.
+
+        Returns
+        -------
+        ndarray of the shape of ``residual``
+            ``log p(residual)`` entry by entry.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_measattn.assimilation import ObservationModel
+        >>> model = ObservationModel(n_variables=4, noise_scale=2.0)
+        >>> bool(np.isclose(model.log_density(0.0), -np.log(2.0 * np.sqrt(2.0 * np.pi))))
+        True
+        >>> ObservationModel(n_variables=4, noise="cauchy").log_density([[0.0, 1.0]]).round(4)
+        array([[-1.1447, -1.8379]])
+        """
+        scale = self.noise_scale
+        standard = np.asarray(residual, dtype=np.float64) / scale
+        if self.noise == "gaussian":
+            return -0.5 * standard**2 - _HALF_LOG_2PI - math.log(scale)
+        df = self.df
+        constant = gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * math.log(df * math.pi) - math.log(scale)
+        return constant - 0.5 * (df + 1) * np.log1p(standard**2 / df)
+
     def log_likelihood(self, observation, states):
         """``log p(observation | state)`` of each state (..., n_variables), summed over the present observations.
 
-        Normalised: the densities integrate to one, so values of different
-        noise laws can be compared. A NaN entry of ``observation`` is a
-        missing observation: the sum (and its normalisation) runs over the
+        The sum of :meth:`log_density` of the residuals ``observation -
+        state[observed]``. Normalised: the densities integrate to one, so
+        values of different noise laws can be compared. A NaN entry of
+        ``observation`` is a missing observation: the sum runs over the
         present ones only, so that it is the log-likelihood under the
         :meth:`restricted` model; with none present it is 0.
 
@@ -360,18 +428,20 @@ class ObservationModel:
         Returns
         -------
         ndarray of shape (...)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_measattn.assimilation import ObservationModel
+        >>> model = ObservationModel(n_variables=4, observed=[0, 2])
+        >>> states = np.zeros((3, 4))
+        >>> bool(np.allclose(model.log_likelihood([1.0, np.nan], states), model.log_density(1.0)))
+        True
         """
         observation = np.asarray(observation, dtype=np.float64)
         present = ~np.isnan(observation)
-        residual = np.where(present, observation - np.asarray(states)[..., self.observed], 0.0) / self.noise_scale
-        n = np.sum(present, axis=-1)
-        if self.noise == "gaussian":
-            log_density = -0.5 * np.sum(residual**2, axis=-1) - 0.5 * n * math.log(2 * math.pi)
-        else:
-            df = self.df
-            constant = gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * math.log(df * math.pi)
-            log_density = n * constant - 0.5 * (df + 1) * np.sum(np.log1p(residual**2 / df), axis=-1)
-        return log_density - n * math.log(self.noise_scale)
+        residual = np.where(present, observation - np.asarray(states, dtype=np.float64)[..., self.observed], 0.0)
+        return np.sum(np.where(present, self.log_density(residual), 0.0), axis=-1)
 
 
 @dataclass(frozen=True)
@@ -601,10 +671,33 @@ RUN_CONSTRAINTS = {
 }
 
 
+#: The parameters of make_twin_problem that build its observation model, when none is given.
+_MODEL_PARAMETERS = ("n_variables", "observed", "noise", "df", "noise_scale")
+
+
+def _model_or_its_parameters(func):
+    """Refuse an observation model given together with the parameters that would build one (before any work)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        given = [name for name in _MODEL_PARAMETERS if name in kwargs]
+        if kwargs.get("observation_model") is not None and given:
+            raise InvalidParameterError(
+                f"{func.__name__} got an observation_model and {given}: the model fixes the observed variables, "
+                "the noise law and scale and n_variables. Pass one or the other: "
+                "ObservationModel(n_variables=..., observed=..., noise=..., ...) holds them all."
+            )
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+@_model_or_its_parameters
 @arrays_described
 @validate_params(
     {
         **SIMULATION_CONSTRAINTS,
+        "observation_model": [ObservationModel, None],
         "forcing": [NumberInterval(Real, None, None, closed="neither")],
         "time_step": [POSITIVE_REAL],
         "random_state": ["random_state"],
@@ -622,6 +715,7 @@ def make_twin_problem(
     n_cycles=1000,
     forcing=8.0,
     time_step=0.01,
+    observation_model=None,
     random_state=None,
 ):
     """Simulate the truth and the observations of a Lorenz-96 twin experiment.
@@ -631,6 +725,11 @@ def make_twin_problem(
     an observation every ``dt_obs``. The defaults are the standard
     configuration of Sakov and Oke (2008): 40 variables, all observed every
     0.05 time units with unit noise.
+
+    The observations are drawn by an :class:`ObservationModel` built from
+    ``n_variables``, ``observed``, ``noise``, ``df`` and ``noise_scale``, or
+    by ``observation_model`` when it is given (a subclass with a noise law of
+    its own, see :class:`ObservationModel`); the two are exclusive.
 
     Parameters
     ----------
@@ -652,6 +751,10 @@ def make_twin_problem(
         Lorenz-96 forcing.
     time_step : float, default=0.01
         Largest Runge-Kutta step.
+    observation_model : ObservationModel or None, default=None
+        The model that makes the observations (its ``sample``), instead of
+        one built from the five parameters above, which must then not be
+        passed; its ``n_variables`` is the state dimension.
     random_state : int, RandomState instance or None, default=None
         Seeds the initial state and the noise.
 
@@ -659,17 +762,29 @@ def make_twin_problem(
     -------
     TwinProblem
 
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        On a parameter outside its domain, or ``observation_model`` given
+        with any of ``n_variables``, ``observed``, ``noise``, ``df`` and
+        ``noise_scale``.
+
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import make_twin_problem
+    >>> from sklearn_measattn.assimilation import ObservationModel, make_twin_problem
     >>> problem = make_twin_problem(n_variables=10, noise="cauchy", n_cycles=50, random_state=0)
     >>> problem.truth.shape, problem.observations.shape
     ((51, 10), (50, 10))
+    >>> model = ObservationModel(n_variables=6, observed=[0, 3], noise="student_t", df=4.0)
+    >>> make_twin_problem(observation_model=model, n_cycles=20, random_state=0).observations.shape
+    (20, 2)
     """
     rng = check_random_state(random_state)
-    observation_model = ObservationModel(
-        n_variables=n_variables, observed=observed, noise=noise, df=df, noise_scale=noise_scale
-    )
+    if observation_model is None:
+        observation_model = ObservationModel(
+            n_variables=n_variables, observed=observed, noise=noise, df=df, noise_scale=noise_scale
+        )
+    n_variables = observation_model.n_variables
     state = forcing + 0.01 * rng.standard_normal(n_variables)
     state = integrate_lorenz96(state, _SPIN_UP_TIME, forcing=forcing, time_step=time_step)
     truth = np.empty((n_cycles + 1, n_variables))

@@ -6,7 +6,7 @@ import math
 from numbers import Integral
 
 import numpy as np
-from scipy.special import gammaln, ndtr, ndtri
+from scipy.special import ndtr, ndtri
 
 from .._validation import POSITIVE_REAL, Choices, NumberInterval
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, SerialEnKF
@@ -16,22 +16,6 @@ __all__ = ["RankHistogramFilter"]
 _TAIL_WIDTHS = 6.0  # the uniform grid reaches this many prior scales beyond the outermost members
 _LIKELIHOOD_WIDTHS = 6.0  # and the graded grid this many noise scales beyond the far end of the prior's grid
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def _scalar_log_likelihood(observation_model, residual):
-    """``log p(residual)`` of the observation noise, elementwise: the normalised log-density of one scalar error.
-
-    ``residual`` is ``observation - state`` in the units of the observation;
-    the law and scale are those of ``observation_model`` (Gaussian, Student-t
-    with ``df`` degrees of freedom, Cauchy).
-    """
-    scale = observation_model.noise_scale
-    standard = np.asarray(residual, dtype=np.float64) / scale
-    if observation_model.noise == "gaussian":
-        return -0.5 * standard**2 - _HALF_LOG_2PI - math.log(scale)
-    df = observation_model.df
-    constant = gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * math.log(df * math.pi) - math.log(scale)
-    return constant - 0.5 * (df + 1) * np.log1p(standard**2 / df)
 
 
 def _silverman_bandwidth(sorted_members, sd):
@@ -194,7 +178,7 @@ class RankHistogramFilter(SerialEnKF):
                 left, right = self._histogram_terms(grid, np.flatnonzero(order < n_members), members, sd, log_width)
 
         # trapezoidal mass of prior x likelihood in every cell, in units of its largest term (no underflow)
-        log_likelihood = _scalar_log_likelihood(self.observation_model_, observation - grid)
+        log_likelihood = self.observation_model_.log_density(observation - grid)
         left += log_likelihood[:-1]
         right += log_likelihood[1:]
         top = max(left.max(), right.max())

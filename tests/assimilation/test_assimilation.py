@@ -54,6 +54,57 @@ def test_log_likelihood_is_the_normalised_density(noise):
     np.testing.assert_allclose(model.log_likelihood(observation, states), expected, rtol=1e-10)
 
 
+@pytest.mark.parametrize("noise", ["gaussian", "student_t", "cauchy"])
+def test_log_density_is_the_noise_log_density_of_one_error(noise):
+    model = ObservationModel(n_variables=4, noise=noise, df=2.5, noise_scale=0.7)
+    law = {"gaussian": stats.norm, "student_t": stats.t(2.5), "cauchy": stats.cauchy}[noise]
+    residual = np.linspace(-30.0, 30.0, 42).reshape(2, 3, 7)
+    np.testing.assert_allclose(model.log_density(residual), law.logpdf(residual / 0.7) - np.log(0.7), rtol=1e-12)
+    # the log-likelihood of one observed variable is the log-density of its residual
+    states = np.zeros((42, 4))
+    states[:, 0] = -residual.ravel()
+    one = ObservationModel(n_variables=4, observed=[0], noise=noise, df=2.5, noise_scale=0.7)
+    np.testing.assert_allclose(one.log_likelihood([0.0], states), model.log_density(residual.ravel()), rtol=1e-12)
+
+
+class _LaplaceNoise(ObservationModel):
+    """Laplace noise of scale ``noise_scale``: a law of a subclass's own, through the two methods."""
+
+    def standard_noise(self, size, random_state=None):
+        return np.random.default_rng(random_state).laplace(size=size)
+
+    def log_density(self, residual):
+        return stats.laplace.logpdf(np.asarray(residual) / self.noise_scale) - np.log(self.noise_scale)
+
+
+def test_a_subclass_law_reaches_sampling_and_the_likelihood():
+    model = _LaplaceNoise(n_variables=6, observed=[1, 4], noise_scale=0.5)
+    errors = (model.sample(np.ones((4000, 6)), random_state=0) - 1.0) / 0.5
+    assert stats.kstest(errors.ravel(), stats.laplace.cdf).pvalue > 1e-3
+    assert stats.kstest(errors.ravel(), stats.norm.cdf).pvalue < 1e-6
+    problem = make_twin_problem(observation_model=model, n_cycles=5, random_state=0)
+    assert problem.n_variables == 6 and problem.observation_model is model
+    states = np.random.default_rng(1).normal(size=(5, 6))
+    observation = np.array([0.2, np.nan])
+    np.testing.assert_allclose(model.log_likelihood(observation, states),
+                               stats.laplace.logpdf((0.2 - states[:, 1]) / 0.5) - np.log(0.5), rtol=1e-12)
+
+
+@pytest.mark.parametrize("given", [{"n_variables": 40}, {"noise": "cauchy"}, {"observed": "all", "df": 3.0}])
+def test_an_observation_model_and_its_parameters_are_not_both_given(given):
+    model = ObservationModel(n_variables=8)
+    with pytest.raises(InvalidParameterError, match="got an observation_model and"):
+        make_twin_problem(observation_model=model, n_cycles=5, **given)
+    with pytest.raises(InvalidParameterError, match="'observation_model' parameter of make_twin_problem"):
+        make_twin_problem(observation_model="gaussian", n_cycles=5)
+
+
+@pytest.mark.parametrize(("noise", "df", "variance"),
+                         [("gaussian", 1.5, 4.0), ("student_t", 4.0, 8.0), ("student_t", 2.0, None), ("cauchy", 5.0, None)])
+def test_variance_is_that_of_the_noise_law(noise, df, variance):
+    assert ObservationModel(n_variables=4, noise=noise, df=df, noise_scale=2.0).variance == variance
+
+
 def test_every_other_observes_the_even_variables():
     assert ObservationModel(n_variables=7, observed="every_other").observed.tolist() == [0, 2, 4, 6]
 

@@ -15,7 +15,6 @@ from sklearn_measattn.assimilation import (
     make_twin_problem,
     twin_experiment,
 )
-from sklearn_measattn.assimilation._rank_histogram import _scalar_log_likelihood
 
 LAWS = {"gaussian": stats.norm, "student_t": stats.t(2.5), "cauchy": stats.cauchy}
 
@@ -76,22 +75,6 @@ def rank_histogram_density(members):
         return share / (x[k + 1] - x[k])
 
     return density
-
-
-# --------------------------------------------------------------------------- #
-# The likelihood
-# --------------------------------------------------------------------------- #
-@pytest.mark.parametrize("noise", ["gaussian", "student_t", "cauchy"])
-def test_scalar_log_likelihood_is_the_noise_log_density(noise):
-    model = ObservationModel(n_variables=4, noise=noise, df=2.5, noise_scale=0.7)
-    residual = np.linspace(-30.0, 30.0, 41)
-    np.testing.assert_allclose(_scalar_log_likelihood(model, residual), LAWS[noise].logpdf(residual / 0.7) - math.log(0.7),
-                               rtol=1e-12)
-    # the observation model's own, for one observed variable
-    states = np.zeros((41, 4))
-    states[:, 0] = -residual
-    one = ObservationModel(n_variables=4, observed=[0], noise=noise, df=2.5, noise_scale=0.7)
-    np.testing.assert_allclose(_scalar_log_likelihood(one, residual), one.log_likelihood([0.0], states), rtol=1e-12)
 
 
 # --------------------------------------------------------------------------- #
