@@ -19,6 +19,8 @@ nothing was observed).
 from __future__ import annotations
 
 import copy
+import inspect
+import math
 from numbers import Real
 
 import numpy as np
@@ -113,13 +115,32 @@ def _relaxed_to_prior_spread(forecast, analysis, relaxation):
 class AnalysisStep(BaseEstimator):
     """Base class of the analysis steps: ``bind`` to an observation model, then call once per cycle.
 
-    Subclasses set ``_parameter_constraints`` and implement
-    ``_analyse(forecast, observation)``; ``_prepare()`` may precompute what
-    depends on the observation model. A bound step is a copy: the object the
-    user made stays unbound and reusable.
+    Two public methods are there to override, without private names:
+
+    - :meth:`analyse` ``(forecast, observation) -> analysis``: a whole
+      analysis. Subclass :class:`AnalysisStep` and implement it.
+    - :meth:`SerialEnKF.scalar_update` ``(prior, observation) -> posterior``:
+      the update of one observed variable's ensemble inside the serial loop.
+      Subclass :class:`SerialEnKF` and override it; localisation, inflation,
+      the regression onto the other variables, missing observations and
+      relaxation are inherited.
+
+    Inside both, the bound step holds ``observation_model_``, the
+    :class:`ObservationModel` (observed variables, noise law and scale: its
+    :meth:`~ObservationModel.log_density`, :attr:`~ObservationModel.variance`
+    and ``noise_scale``), and ``random_state_``, the step's
+    ``numpy.random.RandomState`` (seeded from the twin experiment's
+    ``random_state``): draw the step's randomness from it and a run is
+    reproducible. Parameters go to ``__init__`` as keyword arguments stored
+    under their own names (the scikit-learn convention, which gives
+    ``get_params``, ``set_params``, ``clone`` and the ``repr``); a
+    ``_parameter_constraints`` table, as scikit-learn's own estimators have,
+    makes :meth:`bind` refuse a bad value with a message that names the step.
+    ``_prepare()`` may precompute what depends on the observation model. A
+    bound step is a copy: the object the user made stays unbound and reusable.
 
     Missing observations are handled here, once for every step: a NaN entry
-    of the observation is a missing observation. ``_analyse`` only ever sees
+    of the observation is a missing observation. ``analyse`` only ever sees
     present ones: when some are missing it is called with the present
     values and, for that call, ``observation_model_`` restricted to their
     variables (:meth:`ObservationModel.restricted`); when none is present it
@@ -128,30 +149,67 @@ class AnalysisStep(BaseEstimator):
     ``n_variables``, but not on which variables are observed. An infinite
     observation, or one of the wrong length, is an error.
 
+    Attributes
+    ----------
+    observation_model_ : ObservationModel
+        The observation model of the bound step (restricted to the present
+        observations during a call of ``analyse``).
+    random_state_ : numpy.random.RandomState
+        The bound step's source of randomness.
+
     Examples
     --------
+    A whole analysis: move every member a fixed fraction of the way to the
+    observation.
+
     >>> import numpy as np
-    >>> from sklearn_measattn.assimilation import AnalysisStep, twin_experiment
+    >>> from sklearn_measattn.assimilation import AnalysisStep, SerialEnKF, twin_experiment
     >>> class Nudge(AnalysisStep):
-    ...     # move every member a fixed fraction of the way to the observation
-    ...     _parameter_constraints = {"weight": [float]}
+    ...     _parameter_constraints = {"weight": [float]}  # optional: bind checks the parameters by it
     ...
     ...     def __init__(self, *, weight=0.5):
     ...         self.weight = weight
     ...
-    ...     def _analyse(self, forecast, observation):
+    ...     def analyse(self, forecast, observation):
     ...         analysis = forecast.copy()
     ...         observed = self.observation_model_.observed
     ...         analysis[:, observed] += self.weight * (observation - forecast[:, observed])
     ...         return analysis
-    >>> result = twin_experiment(Nudge(weight=0.3), n_variables=8, n_cycles=100, spin_up=20, ensemble_size=8,
-    ...                          random_state=0)
-    >>> result.rmse < twin_experiment("none", n_variables=8, n_cycles=100, spin_up=20, ensemble_size=8,
-    ...                                random_state=0).rmse
+    >>> small = dict(n_variables=8, n_cycles=100, spin_up=20, ensemble_size=8, random_state=0)
+    >>> bool(twin_experiment(Nudge(weight=0.3), **small).rmse < twin_experiment("none", **small).rmse)
     True
+
+    A scalar update in the serial filter: the Kalman update of the observed
+    variable with its gain shrunk by a factor (the filter's observation-error
+    variance is ``observation_variance_``).
+
+    >>> class ShrunkGain(SerialEnKF):
+    ...     def __init__(self, *, shrink=0.9, inflation=1.05):
+    ...         super().__init__(inflation=inflation)
+    ...         self.shrink = shrink
+    ...
+    ...     def scalar_update(self, prior, observation):
+    ...         variance = prior.var(ddof=1)
+    ...         gain = self.shrink * variance / (variance + self.observation_variance_)
+    ...         return prior + gain * (observation - prior)
+    >>> result = twin_experiment(ShrunkGain(shrink=0.9), **small)
+    >>> bool(result.rmse < 0.5 * twin_experiment("none", **small).rmse), result.diverged
+    (True, False)
     """
 
     _parameter_constraints: dict = {}
+
+    #: The methods a subclass overrides: an override without a docstring is documented by the one it overrides.
+    _EXTENSION_POINTS = ("analyse", "scalar_update")
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in cls._EXTENSION_POINTS:
+            method = vars(cls).get(name)
+            if not inspect.isfunction(method) or method.__doc__:
+                continue
+            inherited = [vars(base)[name].__doc__ for base in cls.__mro__[1:] if name in vars(base)]
+            method.__doc__ = next((doc for doc in inherited if doc), None)
 
     def bind(self, observation_model, *, random_state=None):
         """A copy of this step ready for ``observation_model``, its parameters checked.
@@ -167,14 +225,49 @@ class AnalysisStep(BaseEstimator):
         -------
         AnalysisStep
             The bound copy.
+
+        Raises
+        ------
+        sklearn.utils._param_validation.InvalidParameterError
+            When a parameter is outside its domain in ``_parameter_constraints``;
+            the message names the step's class.
         """
-        refuse_array_likes(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
-        self._validate_params()
+        self._check_parameters()
         bound = copy.copy(self)
         bound.observation_model_ = observation_model
         bound.random_state_ = check_random_state(random_state)
         bound._prepare()
         return bound
+
+    def _check_parameters(self):
+        """Refuse a parameter outside its domain, the message naming this step (an array described, not printed)."""
+        refuse_array_likes(self._parameter_constraints, self.get_params(deep=False), type(self).__name__)
+        self._validate_params()
+
+    def analyse(self, forecast, observation):
+        """The analysis ensemble from a forecast ensemble and the present observations (what a step implements).
+
+        Called by ``step(forecast, observation)`` once per cycle with the
+        observations present in it (missing ones are taken out, and
+        ``observation_model_`` restricted to the others, before the call).
+
+        Parameters
+        ----------
+        forecast : ndarray of shape (n_members, n_variables)
+            The forecast ensemble (float64).
+        observation : ndarray of shape (n_observed,)
+            The present observations, of the variables
+            ``self.observation_model_.observed`` in that order; finite.
+
+        Returns
+        -------
+        ndarray of shape (n_members, n_variables)
+            The analysis ensemble.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement analyse(self, forecast, observation) -> analysis ensemble "
+            "(or subclass SerialEnKF and override scalar_update(self, prior, observation))."
+        )
 
     def _prepare(self):
         pass
@@ -205,12 +298,12 @@ class AnalysisStep(BaseEstimator):
         model = self.observation_model_
         present = model.present(observation)
         if present.all():
-            return self._analyse(forecast, observation)
+            return self.analyse(forecast, observation)
         if not present.any():
             return forecast.copy()
         self.observation_model_ = model.restricted(present)
         try:
-            return self._analyse(forecast, observation[present])
+            return self.analyse(forecast, observation[present])
         finally:
             self.observation_model_ = model
 
@@ -233,15 +326,23 @@ class NoUpdate(AnalysisStep):
     True
     """
 
-    def _analyse(self, forecast, observation):
+    def analyse(self, forecast, observation):
         return forecast
+
+
+def _kalman_variance(observation_model, variance_factor):
+    """``variance_factor`` times the noise law's variance, or times ``noise_scale ** 2`` when it has none."""
+    variance = observation_model.variance
+    if variance is None or not math.isfinite(variance):
+        variance = observation_model.nominal_variance
+    return float(variance_factor * variance)
 
 
 class _KalmanStep(AnalysisStep):
     def _prepare(self):
         model = self.observation_model_
         self.localization_ = localization_matrix(model.n_variables, self.localization_radius)
-        self.observation_variance_ = model.nominal_variance * getattr(self, "variance_factor", 1.0)
+        self.observation_variance_ = _kalman_variance(model, self.variance_factor)
 
     def _gain_and_innovation_std(self, forecast):
         observed = self.observation_model_.observed
@@ -269,10 +370,12 @@ class EnKF(_KalmanStep):
     Each member moves toward its own Gaussian perturbation of the observation
     with the Kalman gain of the inflated forecast's sample covariance, tapered
     by :func:`localization_matrix` when ``localization_radius`` is set. The
-    observation-error variance is ``variance_factor * noise_scale ** 2`` (the
-    noise's variance for Gaussian noise; a nominal one for heavy-tailed laws,
-    which may have none). With missing (NaN) observations the gain is that of
-    the present ones; with none the forecast is the analysis (not inflated).
+    observation-error variance ``R`` is ``variance_factor`` times the noise
+    law's variance (:attr:`ObservationModel.variance`: ``noise_scale ** 2``
+    for Gaussian noise, ``noise_scale ** 2 * df / (df - 2)`` for Student-t
+    noise with ``df > 2``), or times ``noise_scale ** 2``, a nominal variance,
+    for laws that have none (``df <= 2``, Cauchy). With missing (NaN) observations the gain is that of the
+    present ones; with none the forecast is the analysis (not inflated).
 
     Parameters
     ----------
@@ -282,7 +385,7 @@ class EnKF(_KalmanStep):
         Gaspari-Cohn half-width in variables (covariances vanish beyond twice
         it); None: no localisation (needs more members than variables).
     variance_factor : float, default=1.0
-        Multiplies the nominal observation-error variance.
+        Multiplies the observation-error variance (above).
 
     Examples
     --------
@@ -304,7 +407,7 @@ class EnKF(_KalmanStep):
         self.localization_radius = localization_radius
         self.variance_factor = variance_factor
 
-    def _analyse(self, forecast, observation):
+    def analyse(self, forecast, observation):
         forecast = self._inflated(forecast)
         gain, _ = self._gain_and_innovation_std(forecast)
         return forecast + self._perturbed_innovations(forecast, observation) @ gain.T
@@ -318,6 +421,8 @@ class RobustEnKF(_KalmanStep):
     the gain is applied: an observation far from the forecast moves the
     ensemble by at most ``clip`` standard deviations' worth instead of in
     proportion. The usual safeguard against heavy-tailed observation errors.
+    ``R`` is that of :class:`EnKF` (the noise law's variance); the clipping
+    threshold is in standard deviations of the innovation it implies.
     Missing (NaN) observations are left out, as in :class:`EnKF`.
 
     Parameters
@@ -329,7 +434,7 @@ class RobustEnKF(_KalmanStep):
     localization_radius : float or None, default=None
         Gaspari-Cohn half-width in variables; None: no localisation.
     variance_factor : float, default=1.0
-        Multiplies the nominal observation-error variance.
+        Multiplies the observation-error variance (above).
 
     Examples
     --------
@@ -353,7 +458,7 @@ class RobustEnKF(_KalmanStep):
         self.localization_radius = localization_radius
         self.variance_factor = variance_factor
 
-    def _analyse(self, forecast, observation):
+    def analyse(self, forecast, observation):
         forecast = self._inflated(forecast)
         gain, innovation_std = self._gain_and_innovation_std(forecast)
         innovations = self._perturbed_innovations(forecast, observation)
@@ -370,12 +475,17 @@ class SerialEnKF(AnalysisStep):
     standard-deviation ratio), then every variable moves by its ensemble
     regression on the observed one, tapered by :func:`localization_matrix`.
     With ``clip``, the innovation is clipped at ``clip`` innovation standard
-    deviations first (Huber-type). Missing (NaN) observations are skipped; a
-    cycle with none leaves the forecast as it is (not inflated or relaxed).
+    deviations first (Huber-type). The observation-error variance is that of
+    :class:`EnKF` (the noise law's variance, times ``variance_factor``).
+    Missing (NaN) observations are skipped; a cycle with none leaves the
+    forecast as it is (not inflated or relaxed).
 
     This two-step structure, an update of one scalar ensemble followed by a
-    linear regression, is what :class:`LearnedAnalysis` keeps while it
-    replaces the scalar update with a learned one.
+    linear regression, is what :class:`LearnedAnalysis` and
+    :class:`RankHistogramFilter` keep while they replace the scalar update:
+    override :meth:`scalar_update` in a subclass for an update of your own
+    (see :class:`AnalysisStep`), and the loop, localisation, inflation,
+    missing observations and relaxation are inherited.
 
     Parameters
     ----------
@@ -390,6 +500,19 @@ class SerialEnKF(AnalysisStep):
         after the update, each variable's analysis spread is moved this
         fraction of the way back to its forecast spread, which keeps repeated
         over-confident updates from shrinking the ensemble cycle after cycle.
+    variance_factor : float, default=1.0
+        Multiplies the observation-error variance (above).
+
+    Attributes
+    ----------
+    observation_model_ : ObservationModel
+        The observation model of the bound step.
+    random_state_ : numpy.random.RandomState
+        The bound step's source of randomness.
+    localization_ : ndarray of shape (n_variables, n_variables)
+        The Gaspari-Cohn localisation weights of the regression.
+    observation_variance_ : float
+        The observation-error variance of the Kalman scalar update.
 
     Examples
     --------
@@ -405,23 +528,49 @@ class SerialEnKF(AnalysisStep):
         "clip": [CLIP, None],
         "localization_radius": LOCALIZATION,
         "relaxation": [RELAXATION],
+        "variance_factor": [POSITIVE_REAL],
     }
 
-    def __init__(self, *, inflation=1.0, clip=None, localization_radius=None, relaxation=0.0):
+    def __init__(self, *, inflation=1.0, clip=None, localization_radius=None, relaxation=0.0, variance_factor=1.0):
         self.inflation = inflation
         self.clip = clip
         self.localization_radius = localization_radius
         self.relaxation = relaxation
+        self.variance_factor = variance_factor
 
     def _prepare(self):
         model = self.observation_model_
         self.localization_ = localization_matrix(model.n_variables, self.localization_radius)
+        self.observation_variance_ = _kalman_variance(model, getattr(self, "variance_factor", 1.0))
         self.recorder_ = None
 
-    def _scalar_update(self, prior, observation):
-        """Posterior members of one observed variable, (n_members,) -> (n_members,)."""
+    def scalar_update(self, prior, observation):
+        """The posterior members of one observed variable (what a serial filter's subclass overrides).
+
+        Called inside the serial loop of :meth:`analyse` once per present
+        observation, on the inflated ensemble of the observed variable as
+        the earlier observations of the cycle left it; a variable whose
+        members are all equal is skipped before the call. The increments
+        ``posterior - prior`` are then spread to every variable by the
+        localised ensemble regression. :class:`SerialEnKF`'s is the Kalman
+        update of the ensemble adjustment filter (clipped with ``clip``).
+
+        Parameters
+        ----------
+        prior : ndarray of shape (n_members,)
+            The members of the observed variable (a copy: yours to change).
+        observation : float
+            Its observation, finite; the noise law is
+            ``self.observation_model_``'s.
+
+        Returns
+        -------
+        ndarray of shape (n_members,)
+            The posterior members, in the order of ``prior`` (member ``k``'s
+            increment is ``posterior[k] - prior[k]``).
+        """
         mean, variance = prior.mean(), prior.var(ddof=1)
-        noise_variance = self.observation_model_.nominal_variance
+        noise_variance = self.observation_variance_
         innovation = observation - mean
         if self.clip is not None:
             bound = self.clip * np.sqrt(variance + noise_variance)
@@ -429,7 +578,7 @@ class SerialEnKF(AnalysisStep):
         shrink = np.sqrt(noise_variance / (variance + noise_variance))
         return mean + variance / (variance + noise_variance) * innovation + shrink * (prior - mean)
 
-    def _analyse(self, forecast, observation):
+    def analyse(self, forecast, observation):
         ensemble = self._inflated(forecast).copy()
         for j, i in enumerate(self.observation_model_.observed):
             prior = ensemble[:, i].copy()
@@ -439,7 +588,7 @@ class SerialEnKF(AnalysisStep):
                 continue
             if self.recorder_ is not None:
                 self.recorder_.append((prior, observation[j], i))
-            increment = self._scalar_update(prior, observation[j]) - prior
+            increment = self.scalar_update(prior, observation[j]) - prior
             regression = (ensemble - ensemble.mean(axis=0)).T @ prior_anomaly / variance * self.localization_[i]
             ensemble += increment[:, None] * regression[None, :]
         if self.relaxation > 0:
@@ -487,7 +636,7 @@ class ParticleFilter(AnalysisStep):
     def __init__(self, *, jitter=0.2):
         self.jitter = jitter
 
-    def _analyse(self, forecast, observation):
+    def analyse(self, forecast, observation):
         n_members = forecast.shape[0]
         weights = np.exp(log_softmax(self.observation_model_.log_likelihood(observation, forecast)))
         self.ess_ = 1.0 / (n_members * np.sum(weights**2))

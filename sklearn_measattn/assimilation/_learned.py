@@ -225,13 +225,13 @@ class LearnedAnalysis(SerialEnKF):
             out = self._inverse_transform(out).reshape(2, -1)
         return 0.5 * (np.sort(out[0]) + np.sort(-out[1]))
 
-    def _analyse(self, forecast, observation):
+    def analyse(self, forecast, observation):
         # one scalar ensemble is a small tensor: threads would wait for each other (set once per analysis:
         # changing torch's thread count costs more than one update)
         with torch_threads(1):
-            return super()._analyse(forecast, observation)
+            return super().analyse(forecast, observation)
 
-    def _scalar_update(self, prior, observation):
+    def scalar_update(self, prior, observation):
         features, centre, scale = analysis_features(
             prior, observation, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_
         )

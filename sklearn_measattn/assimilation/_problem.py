@@ -97,6 +97,13 @@ def arrays_described(func):
     outside its domain is refused with its type and shape (see
     :func:`refuse_array_likes`) before scikit-learn's own message, which
     would print it, is made.
+
+    An analysis step passed as an argument (anything with a
+    ``_check_parameters`` method, as :class:`AnalysisStep` has) has its own
+    parameters checked here too, outside ``validate_params``: inside it, an
+    error of the step's would be renamed after the function
+    (``validate_params`` rewrites "parameter of X must be" with the
+    function's name), where it should name the step.
     """
     constraints = func._skl_parameter_constraints
     signature = inspect.signature(func)
@@ -108,6 +115,10 @@ def arrays_described(func):
         except TypeError:  # a missing or unknown argument: Python's own message says which
             return func(*args, **kwargs)
         refuse_array_likes(constraints, arguments, func.__qualname__)
+        for value in arguments.values():
+            check = getattr(value, "_check_parameters", None)
+            if callable(check) and not isinstance(value, type):
+                check()
         return func(*args, **kwargs)
 
     return wrapper

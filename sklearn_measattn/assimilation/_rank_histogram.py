@@ -10,6 +10,7 @@ from scipy.special import ndtr, ndtri
 
 from .._validation import POSITIVE_REAL, Choices, NumberInterval
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, SerialEnKF
+from ._problem import ObservationModel
 
 __all__ = ["RankHistogramFilter"]
 
@@ -41,16 +42,17 @@ class RankHistogramFilter(SerialEnKF):
        the outermost member is ``1 / (N + 1)``. ``prior="kernel"``: a Gaussian
        kernel density of the members (the kernel-density variant of the
        quantile-conserving framework, Grooms and Riedel 2024).
-    2. It is multiplied by the true likelihood of the observation under the
-       noise law of the observation model (Gaussian, Student-t or Cauchy):
-       an outlier of heavy-tailed noise has a nearly flat likelihood over the
-       prior and barely moves the members, where a Kalman update follows it in
-       proportion.
+    2. It is multiplied by the likelihood of the observation: by default the
+       true one, :meth:`ObservationModel.log_density` of the observation
+       model (Gaussian, Student-t, Cauchy, or a subclass's own law), or that
+       of ``likelihood``, an assumed law. An outlier of heavy-tailed noise
+       has a nearly flat likelihood over the prior and barely moves the
+       members, where a Kalman update follows it in proportion.
     3. The posterior's distribution function is integrated numerically on a
        grid: ``n_grid`` uniform points over the prior's support and its tails,
        ``n_grid // 2`` points graded around the observation (spacing a small
-       fraction of the noise scale near it, growing with the distance from
-       it), and the members, so that no grid cell straddles two pieces of the
+       fraction of the likelihood's ``noise_scale`` near it, growing with the
+       distance from it), and the members, so that no grid cell straddles two pieces of the
        rank histogram (trapezoids within each cell).
     4. Every member moves to the posterior quantile equal to its prior
        quantile (the quantile-conserving map of DART's QCEFF): the member of
@@ -86,11 +88,22 @@ class RankHistogramFilter(SerialEnKF):
         Points of the uniform grid over the prior, >= 100; the cost of a
         scalar update grows linearly with it (and with ``N * n_grid`` for the
         kernel density).
+    likelihood : ObservationModel or None, default=None
+        The noise law of the likelihood. None: the observation model's the
+        step is bound to (the true law in a twin experiment). An
+        :class:`ObservationModel` (or a subclass of it): its
+        :meth:`~ObservationModel.log_density` and ``noise_scale`` instead, an
+        assumed law (a Student-t fitted to a sample of errors while the truth
+        draws from another, a Gaussian to see what the non-Gaussian prior
+        alone gives); its observed variables are not used.
 
     Attributes
     ----------
     observation_model_ : ObservationModel
         The observation model the bound step uses (set by ``bind``).
+    likelihood_ : ObservationModel
+        The model whose ``log_density`` is the likelihood: ``likelihood``, or
+        ``observation_model_`` when it is None.
     localization_ : ndarray of shape (n_variables, n_variables)
         The Gaspari-Cohn localisation weights.
 
@@ -129,11 +142,12 @@ class RankHistogramFilter(SerialEnKF):
         "prior": [Choices(("rank_histogram", "kernel"))],
         "bandwidth": [POSITIVE_REAL, None],
         "n_grid": [NumberInterval(Integral, 100, None, closed="left", why="the grid must resolve the posterior")],
+        "likelihood": [ObservationModel, None],
     }
 
     def __init__(
         self, *, inflation=1.0, localization_radius=None, relaxation=0.0, prior="rank_histogram", bandwidth=None,
-        n_grid=2000,
+        n_grid=2000, likelihood=None,
     ):
         self.inflation = inflation
         self.localization_radius = localization_radius
@@ -141,15 +155,31 @@ class RankHistogramFilter(SerialEnKF):
         self.prior = prior
         self.bandwidth = bandwidth
         self.n_grid = n_grid
+        self.likelihood = likelihood
 
     def _prepare(self):
         super()._prepare()
+        self.likelihood_ = self.likelihood if self.likelihood is not None else self.observation_model_
         self._unit_grid = np.linspace(0.0, 1.0, self.n_grid)
         n_graded = self.n_grid // 2
         self._graded_grid = np.linspace(-1.0, 1.0, n_graded + (n_graded % 2 == 0))  # odd: a point at the observation
 
-    def _scalar_update(self, prior, observation):
-        """Posterior members of one observed variable, (n_members,) -> (n_members,), in the members' order."""
+    def scalar_update(self, prior, observation):
+        """The posterior members of one observed variable: the rank histogram (or kernel) update.
+
+        Parameters
+        ----------
+        prior : ndarray of shape (n_members,)
+            The members of the observed variable.
+        observation : float
+            Its observation, finite.
+
+        Returns
+        -------
+        ndarray of shape (n_members,)
+            The posterior members, in the order of ``prior``: each at the
+            posterior quantile of its prior quantile.
+        """
         n_members = prior.size
         rank = np.argsort(prior, kind="stable")
         members = prior[rank]
@@ -161,7 +191,7 @@ class RankHistogramFilter(SerialEnKF):
             width = self.bandwidth * sd if self.bandwidth is not None else _silverman_bandwidth(members, sd)
         else:
             width = sd
-        noise_scale = self.observation_model_.noise_scale
+        noise_scale = self.likelihood_.noise_scale
 
         # the grid: uniform over the prior and its tails, graded (sinh-spaced) around the observation, and the members
         low, high = members[0] - _TAIL_WIDTHS * width, members[-1] + _TAIL_WIDTHS * width
@@ -178,7 +208,7 @@ class RankHistogramFilter(SerialEnKF):
                 left, right = self._histogram_terms(grid, np.flatnonzero(order < n_members), members, sd, log_width)
 
         # trapezoidal mass of prior x likelihood in every cell, in units of its largest term (no underflow)
-        log_likelihood = self.observation_model_.log_density(observation - grid)
+        log_likelihood = self.likelihood_.log_density(observation - grid)
         left += log_likelihood[:-1]
         right += log_likelihood[1:]
         top = max(left.max(), right.max())

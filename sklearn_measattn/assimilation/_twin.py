@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import time
 from dataclasses import dataclass, field
 from numbers import Real
@@ -14,6 +16,7 @@ from .._validation import Choices
 from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
 from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described, make_twin_problem
+from ._rank_histogram import RankHistogramFilter
 
 __all__ = ["ANALYSIS_NAMES", "DIVERGENCE_RULE", "TwinResult", "resolve_analysis", "twin_experiment"]
 
@@ -23,8 +26,12 @@ ANALYSIS_NAMES = {
     "enkf": EnKF,
     "robust_enkf": RobustEnKF,
     "serial_enkf": SerialEnKF,
+    "rank_histogram": RankHistogramFilter,
     "particle_filter": ParticleFilter,
 }
+
+#: The keyword arguments a plain callable analysis is given when its signature accepts them.
+CALLABLE_KEYWORDS = ("observation_model", "random_state")
 
 _BLOW_UP = 1e4  # |x| on the Lorenz-96 attractor stays below about 15
 _LOST_WINDOW = 50
@@ -168,8 +175,21 @@ def _checked_problem(problem, settings, *, spin_up, rng):
     return make_twin_problem(**settings, random_state=rng) if problem is None else problem
 
 
+def _accepted_keywords(analysis):
+    """Which of :data:`CALLABLE_KEYWORDS` the signature of ``analysis`` takes by keyword (all with ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(analysis).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): called with the two arrays only
+        return ()
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        return CALLABLE_KEYWORDS
+    by_keyword = {parameter.name for parameter in parameters
+                  if parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return tuple(name for name in CALLABLE_KEYWORDS if name in by_keyword)
+
+
 def resolve_analysis(analysis, observation_model, *, random_state=None):
-    """The callable a twin experiment runs: a name made into its built-in step, a step bound, a callable as given.
+    """The callable a twin experiment runs: a name made into its built-in step, a step bound, a callable completed.
 
     Parameters
     ----------
@@ -177,6 +197,10 @@ def resolve_analysis(analysis, observation_model, *, random_state=None):
         A name in :data:`ANALYSIS_NAMES`, an :class:`AnalysisStep` (bound here
         to ``observation_model``, which checks its parameters), or any
         callable ``(forecast_ensemble, observation) -> analysis_ensemble``.
+        A callable whose signature accepts the keyword argument
+        ``observation_model`` or ``random_state`` (by name, or through
+        ``**kwargs``) is given them: the observation model, and the
+        ``numpy.random.RandomState`` of ``random_state``.
     observation_model : ObservationModel
         The observed variables and the noise law and scale the step works with.
     random_state : int, RandomState instance or None, default=None
@@ -189,10 +213,16 @@ def resolve_analysis(analysis, observation_model, *, random_state=None):
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sklearn_measattn.assimilation import ObservationModel, resolve_analysis
-    >>> step = resolve_analysis("robust_enkf", ObservationModel(n_variables=8), random_state=0)
-    >>> step
+    >>> model = ObservationModel(n_variables=8)
+    >>> resolve_analysis("robust_enkf", model, random_state=0)
     RobustEnKF()
+    >>> def jitter(forecast, observation, *, random_state):
+    ...     return forecast + 0.1 * random_state.standard_normal(forecast.shape)
+    >>> step = resolve_analysis(jitter, model, random_state=0)
+    >>> step(np.zeros((3, 8)), np.zeros(8)).shape
+    (3, 8)
     """
     if isinstance(analysis, str):
         if analysis not in ANALYSIS_NAMES:
@@ -203,6 +233,10 @@ def resolve_analysis(analysis, observation_model, *, random_state=None):
         analysis = ANALYSIS_NAMES[analysis]()
     if isinstance(analysis, AnalysisStep) or callable(getattr(analysis, "bind", None)):
         return analysis.bind(observation_model, random_state=random_state)
+    given = {"observation_model": observation_model, "random_state": check_random_state(random_state)}
+    keywords = _accepted_keywords(analysis)
+    if keywords:
+        return functools.partial(analysis, **{name: given[name] for name in keywords})
     return analysis
 
 
@@ -269,13 +303,22 @@ def twin_experiment(
     analysis : str, AnalysisStep or callable
         The analysis step: ``"none"`` (free-running ensemble), ``"enkf"``
         (:class:`EnKF`), ``"robust_enkf"`` (:class:`RobustEnKF`),
-        ``"serial_enkf"`` (:class:`SerialEnKF`), ``"particle_filter"``
-        (:class:`ParticleFilter`), an :class:`AnalysisStep` with chosen
-        parameters (e.g. a :class:`LearnedAnalysis`), or any callable
+        ``"serial_enkf"`` (:class:`SerialEnKF`), ``"rank_histogram"``
+        (:class:`RankHistogramFilter`), ``"particle_filter"``
+        (:class:`ParticleFilter`), each with its default parameters; an
+        :class:`AnalysisStep` with chosen parameters (e.g. a
+        :class:`LearnedAnalysis`, or a subclass of your own, see
+        :class:`AnalysisStep`); or any callable
         ``(forecast, observation) -> analysis`` taking the forecast
         ``(ensemble_size, n_variables)`` and the observation
         ``(n_observed,)`` (a NaN entry is a missing observation) and
-        returning an array shaped like the forecast.
+        returning an array shaped like the forecast. A callable whose
+        signature accepts the keyword argument ``observation_model`` (by
+        name, or through ``**kwargs``) is also given the problem's
+        :class:`ObservationModel`, and one that accepts ``random_state`` the
+        experiment's ``numpy.random.RandomState``, seeded from
+        ``random_state`` (the generator of the run: the same seed gives the
+        same draws).
     problem : TwinProblem, default=None
         The truth and observations (:func:`make_twin_problem`, or a
         :class:`TwinProblem` of your own, NaN where an observation is
@@ -320,9 +363,9 @@ def twin_experiment(
     ------
     sklearn.utils._param_validation.InvalidParameterError
         Before any work, on a parameter outside its domain (also the analysis
-        step's own parameters; an array where none belongs is described by
-        its type and shape), or when ``problem`` is given with simulation
-        parameters.
+        step's own parameters, the message naming the step's class; an array
+        where none belongs is described by its type and shape), or when
+        ``problem`` is given with simulation parameters.
     ValueError
         Before any work, when the arrays of ``problem`` were changed in place
         into an invalid problem (an infinite observation, a non-finite

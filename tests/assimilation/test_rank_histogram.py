@@ -22,7 +22,7 @@ LAWS = {"gaussian": stats.norm, "student_t": stats.t(2.5), "cauchy": stats.cauch
 def bound_update(noise="gaussian", noise_scale=1.0, df=1.5, **params):
     """The scalar update of a bound filter, as ``(prior, observation) -> posterior``."""
     model = ObservationModel(n_variables=4, noise=noise, df=df, noise_scale=noise_scale)
-    return RankHistogramFilter(**params).bind(model)._scalar_update
+    return RankHistogramFilter(**params).bind(model).scalar_update
 
 
 def gaussian_quantile_members(mean, sd, n_members, seed=0):
@@ -300,15 +300,41 @@ def test_relaxation_widens_the_analysis():
         ({"inflation": 0.9}, "inflation"),
         ({"localization_radius": 0.0}, "localization_radius"),
         ({"relaxation": 1.0}, "relaxation"),
+        ({"likelihood": "cauchy"}, "likelihood"),
     ],
 )
 def test_bad_parameters_raise_before_any_cycle(params, name):
     problem = make_twin_problem(n_variables=8, n_cycles=5, random_state=0)
     cycles = []
-    with pytest.raises(InvalidParameterError, match=name):
+    with pytest.raises(InvalidParameterError, match=f"The '{name}' parameter of RankHistogramFilter must be"):
         twin_experiment(RankHistogramFilter(**params), problem, ensemble_size=5, spin_up=0,
                         callback=lambda k, *_: cycles.append(k))
     assert cycles == []
+
+
+def test_the_true_likelihood_passed_explicitly_is_the_default():
+    model = ObservationModel(n_variables=4, noise="student_t", df=3.0, noise_scale=0.7)
+    prior = gaussian_quantile_members(0.5, 1.2, 40)
+    default = RankHistogramFilter().bind(model)
+    explicit = RankHistogramFilter(likelihood=model).bind(model)
+    assert default.likelihood_ is model and explicit.likelihood_ is model
+    for observation in (0.3, 4.0, -25.0):
+        np.testing.assert_array_equal(explicit.scalar_update(prior.copy(), observation),
+                                      default.scalar_update(prior.copy(), observation))
+
+
+def test_an_assumed_likelihood_replaces_the_true_one():
+    # the truth draws Cauchy noise; an assumed Gaussian likelihood follows an outlier, the true one ignores it
+    truth = ObservationModel(n_variables=4, noise="cauchy")
+    gaussian = ObservationModel(n_variables=4, observed=[2], noise="gaussian", noise_scale=1.0)
+    prior = gaussian_quantile_members(0.0, 1.0, 40)
+    true_update = RankHistogramFilter().bind(truth).scalar_update(prior.copy(), 8.0)
+    assumed = RankHistogramFilter(likelihood=gaussian).bind(truth)
+    assumed_update = assumed.scalar_update(prior.copy(), 8.0)
+    assert abs(true_update.mean() - prior.mean()) < 0.3
+    assert assumed_update.mean() > 3.5  # near the Kalman posterior mean, 8 / (1 + 1)
+    # and it is the update a filter bound to the Gaussian law makes
+    np.testing.assert_allclose(assumed_update, RankHistogramFilter().bind(gaussian).scalar_update(prior.copy(), 8.0))
 
 
 def test_clip_is_not_a_parameter():
@@ -319,7 +345,9 @@ def test_clip_is_not_a_parameter():
 def test_is_a_scikit_learn_estimator():
     step = RankHistogramFilter(prior="kernel", bandwidth=0.4, n_grid=500)
     assert clone(step).get_params() == step.get_params()
-    assert sorted(step.get_params()) == ["bandwidth", "inflation", "localization_radius", "n_grid", "prior", "relaxation"]
+    assert sorted(step.get_params()) == [
+        "bandwidth", "inflation", "likelihood", "localization_radius", "n_grid", "prior", "relaxation",
+    ]
     bound = step.bind(ObservationModel(n_variables=6), random_state=0)
     assert not hasattr(step, "observation_model_") and bound.observation_model_.n_variables == 6
     forecast = np.random.default_rng(0).normal(size=(7, 6))
