@@ -18,6 +18,10 @@ divergence is detected.
 - The Bayes reference for scalar updates: :class:`RankHistogramFilter`, the
   serial filter whose update of each observed variable is Bayes' rule with
   the true likelihood and a rank histogram (or kernel density) prior.
+- Noise known only by a sample of errors: :class:`SampledObservationModel`
+  resamples it to simulate, and fits the densities Bayes' rule needs
+  (a Student-t, :class:`KernelDensityObservationModel`); two laws outside the
+  Student-t family to sample, :func:`contaminated_errors` and :func:`skewed_errors`.
 - A learned analysis: :class:`LearnedAnalysis` puts a fitted measure-to-measure
   model in a serial filter, trained on :func:`make_analysis_training_data`.
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
@@ -38,6 +42,7 @@ from ._dapper import DAPPER_METHODS, run_dapper
 from ._learned import ANALYSIS_FEATURES, LearnedAnalysis, analysis_features, make_analysis_training_data
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
+from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
 from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 
 __all__ = [
@@ -47,21 +52,25 @@ __all__ = [
     "DIVERGENCE_RULE",
     "AnalysisStep",
     "EnKF",
+    "KernelDensityObservationModel",
     "LearnedAnalysis",
     "NoUpdate",
     "ObservationModel",
     "ParticleFilter",
     "RankHistogramFilter",
     "RobustEnKF",
+    "SampledObservationModel",
     "SerialEnKF",
     "TwinProblem",
     "TwinResult",
     "analysis_features",
+    "contaminated_errors",
     "gaspari_cohn",
     "localization_matrix",
     "make_analysis_training_data",
     "make_twin_problem",
     "resolve_analysis",
     "run_dapper",
+    "skewed_errors",
     "twin_experiment",
 ]
