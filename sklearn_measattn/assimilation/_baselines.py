@@ -379,11 +379,17 @@ class EnKF(_KalmanStep):
 
     Parameters
     ----------
-    inflation : float, default=1.0
-        Multiplicative inflation of the forecast anomalies, in [1, 10].
+    inflation : float, default=1.05
+        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        default holds the truth in the standard Lorenz-96 setting (40
+        variables, all observed every 0.05 with unit Gaussian noise, 40
+        members: RMSE about 0.21); without inflation a stochastic EnKF loses
+        it there within a few hundred cycles.
     localization_radius : float or None, default=None
         Gaspari-Cohn half-width in variables (covariances vanish beyond twice
-        it); None: no localisation (needs more members than variables).
+        it); None: no localisation (the ensemble must then outnumber the
+        model's unstable directions, 13 for 40 Lorenz-96 variables; set one
+        with fewer members).
     variance_factor : float, default=1.0
         Multiplies the observation-error variance (above).
 
@@ -402,7 +408,7 @@ class EnKF(_KalmanStep):
         "variance_factor": [POSITIVE_REAL],
     }
 
-    def __init__(self, *, inflation=1.0, localization_radius=None, variance_factor=1.0):
+    def __init__(self, *, inflation=1.05, localization_radius=None, variance_factor=1.0):
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.variance_factor = variance_factor
@@ -428,7 +434,8 @@ class RobustEnKF(_KalmanStep):
     Parameters
     ----------
     inflation : float, default=1.05
-        Multiplicative inflation of the forecast anomalies, in [1, 10].
+        Multiplicative inflation of the forecast anomalies, in [1, 10] (RMSE
+        about 0.21 in the standard Lorenz-96 setting, as :class:`EnKF`).
     clip : float, default=1.5
         Clipping threshold, in innovation standard deviations.
     localization_radius : float or None, default=None
@@ -489,8 +496,11 @@ class SerialEnKF(AnalysisStep):
 
     Parameters
     ----------
-    inflation : float, default=1.0
-        Multiplicative inflation of the forecast anomalies, in [1, 10].
+    inflation : float, default=1.02
+        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        default holds the truth in the standard Lorenz-96 setting (40
+        variables, all observed every 0.05 with unit Gaussian noise, 40
+        members: RMSE about 0.18, the spread a little above it).
     clip : float or None, default=None
         Huber clipping threshold in innovation standard deviations; None: none.
     localization_radius : float or None, default=None
@@ -531,7 +541,7 @@ class SerialEnKF(AnalysisStep):
         "variance_factor": [POSITIVE_REAL],
     }
 
-    def __init__(self, *, inflation=1.0, clip=None, localization_radius=None, relaxation=0.0, variance_factor=1.0):
+    def __init__(self, *, inflation=1.02, clip=None, localization_radius=None, relaxation=0.0, variance_factor=1.0):
         self.inflation = inflation
         self.clip = clip
         self.localization_radius = localization_radius

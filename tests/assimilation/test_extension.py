@@ -251,3 +251,23 @@ def test_an_assumed_likelihood_of_the_rank_histogram_filter_changes_the_cycle(pr
                             spin_up=2, random_state=0)
     np.testing.assert_array_equal(true.rmse_per_cycle, same.rmse_per_cycle)
     assert not np.allclose(true.rmse_per_cycle, other.rmse_per_cycle)
+
+
+# --------------------------------------------------------------------------- #
+# Defaults that hold in the standard setting
+# --------------------------------------------------------------------------- #
+@pytest.mark.slow
+def test_the_built_in_steps_by_name_hold_the_truth_in_the_standard_setting():
+    # 40 variables, all observed every 0.05 with unit Gaussian noise, 40 members (Sakov and Oke 2008): tuned
+    # filters score an RMSE of about 0.18-0.25. The particle filter is left out: 40 members cannot weight a
+    # 40-dimensional state (it loses the truth there by design), and "none" observes nothing.
+    scores = {name: [] for name in ("enkf", "robust_enkf", "serial_enkf", "rank_histogram")}
+    for seed in range(5):
+        problem = make_twin_problem(n_variables=40, n_cycles=300, random_state=seed)
+        for name, rmse in scores.items():
+            result = twin_experiment(name, problem, ensemble_size=40, spin_up=50, random_state=seed)
+            assert not result.diverged, (name, seed)
+            rmse.append(result.rmse)
+    for name, rmse in scores.items():
+        assert max(rmse) < 0.3, (name, rmse)
+        assert 0.15 < np.mean(rmse) < 0.25, (name, rmse)
