@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.base import clone
 
 from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.assimilation import (
@@ -76,7 +77,10 @@ BASELINE_GRIDS = {
 
 
 def localized(grid, radius):
-    return grid if radius is None else [step.set_params(localization_radius=radius) for step in grid]
+    """New steps: those of ``grid`` with ``localization_radius=radius`` (the grid itself is left as it is)."""
+    if radius is None:
+        return [clone(step) for step in grid]
+    return [clone(step).set_params(localization_radius=radius) for step in grid]
 LEARNED_GRID = [(1.0, 0.3), (1.0, 0.5), (1.02, 0.3)]  # (inflation, relaxation)
 DAPPER_GRIDS = {
     "EnKF": [{"infl": i} for i in (1.02, 1.06, 1.1)],
