@@ -17,7 +17,12 @@ divergence is detected.
   in :data:`ANALYSIS_NAMES`.
 - The Bayes reference for scalar updates: :class:`RankHistogramFilter`, the
   serial filter whose update of each observed variable is Bayes' rule with
-  the true likelihood and a rank histogram (or kernel density) prior.
+  the true likelihood (or an assumed one) and a rank histogram (or kernel
+  density) prior, by name too.
+- Your own step: subclass :class:`AnalysisStep` and implement ``analyse``,
+  or subclass :class:`SerialEnKF` and override ``scalar_update``; a noise law
+  of your own: subclass :class:`ObservationModel` (``standard_noise`` and
+  ``log_density``).
 - Noise known only by a sample of errors: :class:`SampledObservationModel`
   resamples it to simulate, and fits the densities Bayes' rule needs
   (a Student-t, :class:`KernelDensityObservationModel`); two laws outside the
