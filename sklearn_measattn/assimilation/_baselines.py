@@ -19,7 +19,6 @@ nothing was observed).
 from __future__ import annotations
 
 import copy
-import inspect
 import math
 from numbers import Real
 
@@ -198,18 +197,6 @@ class AnalysisStep(BaseEstimator):
     """
 
     _parameter_constraints: dict = {}
-
-    #: The methods a subclass overrides: an override without a docstring is documented by the one it overrides.
-    _EXTENSION_POINTS = ("analyse", "scalar_update")
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for name in cls._EXTENSION_POINTS:
-            method = vars(cls).get(name)
-            if not inspect.isfunction(method) or method.__doc__:
-                continue
-            inherited = [vars(base)[name].__doc__ for base in cls.__mro__[1:] if name in vars(base)]
-            method.__doc__ = next((doc for doc in inherited if doc), None)
 
     def bind(self, observation_model, *, random_state=None):
         """A copy of this step ready for ``observation_model``, its parameters checked.

@@ -30,9 +30,11 @@ DAPPER's conventions, and how they map onto the package's:
 - **Particle filter.** DAPPER's analysis is the weighted particles before
   resampling; it is scored with those weights (weighted mean, spread, CRPS
   and energy score), as DAPPER scores it.
-- **Observation noise.** DAPPER's filters assume Gaussian noise of variance
-  ``observation_model.nominal_variance``, whatever the actual law: under
-  Student-t or Cauchy noise that is the misspecification being compared.
+- **Observation noise.** DAPPER's filters assume Gaussian noise with the
+  variance the package's Kalman steps take: the law's variance where it has
+  one (Student-t with more than 2 degrees of freedom: ``scale ** 2 * df /
+  (df - 2)``), ``noise_scale ** 2`` otherwise: under heavier Student-t or
+  Cauchy noise that is the misspecification being compared.
 - **Missing observations.** DAPPER's filters take no NaN. A cycle with some
   observations missing gets an observation operator (and LETKF's
   localisation) of the present ones alone, DAPPER's time-dependent
@@ -54,6 +56,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
 
 from .._validation import Choices, NumberInterval
+from ._baselines import _kalman_variance
 from ._problem import TwinProblem, arrays_described, refuse_array_likes
 from ._twin import _blew_up, _cycle_scores, _lost_truth, _summarize
 
@@ -187,7 +190,7 @@ def _observations_for_dapper(modelling, nd_Id_localization, problem):
         spec = modelling.partial_Id_Obs(n_variables, indices)
         # R-localisation in batches of two neighbouring variables, as Lorenz96.sakov2008
         localizer = nd_Id_localization((n_variables,), (2,), obs_inds=indices)
-        return {**spec, "noise": model.nominal_variance, "localizer": localizer}
+        return {**spec, "noise": _kalman_variance(model, 1.0), "localizer": localizer}
 
     present = ~np.isnan(problem.observations)
     if present.all():
@@ -296,8 +299,8 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     ensemble at every cycle is scored against the truth with the package's
     RMSE, spread, CRPS and energy score, and divergence is judged by
     :data:`DIVERGENCE_RULE`. DAPPER's filters assume Gaussian observation
-    noise of variance ``problem.observation_model.nominal_variance``; under
-    heavy-tailed noise they are misspecified, which is the point of the
+    noise with the variance the package's Kalman steps take (the law's, or
+    ``noise_scale ** 2`` for a law without one); under heavy-tailed noise they are misspecified, which is the point of the
     comparison. A run that DAPPER aborts (for instance "Ensemble not finite"
     under Cauchy noise) is reported diverged at that cycle, not raised.
 
