@@ -99,10 +99,10 @@ def test_a_subclass_with_a_parameter_of_its_own_is_an_estimator(problem):
 
 
 def test_an_override_without_a_docstring_is_documented_by_the_method_it_overrides():
-    assert _Frozen.scalar_update.__doc__ == SerialEnKF.scalar_update.__doc__
-    assert LearnedAnalysis.analyse.__doc__ == AnalysisStep.analyse.__doc__
+    # inspect.getdoc, which the API pages use, finds the documented method an override replaces
+    assert inspect.getdoc(_Frozen.scalar_update) == inspect.getdoc(SerialEnKF.scalar_update)
+    assert inspect.getdoc(LearnedAnalysis.analyse) == inspect.getdoc(AnalysisStep.analyse)
     assert "Parameters" in inspect.getdoc(EnKF.analyse)
-    assert _Recorded.scalar_update.__doc__ is not None
 
 
 # --------------------------------------------------------------------------- #
