@@ -30,7 +30,9 @@ divergence is detected.
 - A learned analysis: :class:`LearnedAnalysis` puts a fitted measure-to-measure
   model in a serial filter, trained on :func:`make_analysis_training_data`.
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
-  (optional extra ``pip install sklearn-measattn[assimilation]``).
+  (optional extra ``pip install sklearn-measattn[assimilation]``); the other
+  way round, any analysis step as a DAPPER method (an ``xp`` for DAPPER's
+  hidden Markov models, ``xpList`` and statistics): :func:`dapper_method`.
 """
 
 from ._baselines import (
@@ -43,7 +45,7 @@ from ._baselines import (
     gaspari_cohn,
     localization_matrix,
 )
-from ._dapper import DAPPER_METHODS, run_dapper
+from ._dapper import DAPPER_METHODS, dapper_method, run_dapper
 from ._learned import ANALYSIS_FEATURES, LearnedAnalysis, analysis_features, make_analysis_training_data
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
@@ -70,6 +72,7 @@ __all__ = [
     "TwinResult",
     "analysis_features",
     "contaminated_errors",
+    "dapper_method",
     "gaspari_cohn",
     "localization_matrix",
     "make_analysis_training_data",

@@ -47,6 +47,7 @@ DAPPER's conventions, and how they map onto the package's:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import time
 from numbers import Integral, Real
@@ -56,11 +57,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
 
 from .._validation import Choices, NumberInterval
-from ._baselines import _kalman_variance
-from ._problem import TwinProblem, arrays_described, refuse_array_likes
-from ._twin import _blew_up, _cycle_scores, _lost_truth, _summarize
+from ._baselines import AnalysisStep, _kalman_variance
+from ._problem import ObservationModel, TwinProblem, arrays_described, describe, refuse_array_likes
+from ._twin import ANALYSIS_NAMES, _blew_up, _cycle_scores, _lost_truth, _summarize, resolve_analysis
 
-__all__ = ["DAPPER_METHODS", "run_dapper"]
+__all__ = ["DAPPER_METHODS", "dapper_method", "run_dapper"]
 
 #: The DAPPER filters :func:`run_dapper` runs, by name.
 DAPPER_METHODS = ("EnKF", "EnKF_sqrt", "LETKF", "PartFilt")
@@ -425,3 +426,312 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
     result = _summarize(recorder.scores, diverged_at=recorder.diverged_at, spin_up=spin_up,
                         ensemble_size=ensemble_size, seconds=recorder.seconds, name=f"DAPPER {xp!r}")
     return result, xp
+
+
+# --------------------------------------------------------------------------- #
+# The package's analysis steps as DAPPER methods
+# --------------------------------------------------------------------------- #
+#: The name of the DAPPER method class :func:`dapper_method` makes (its ``da_method`` in DAPPER's tables).
+_METHOD_CLASS = "AnalysisStepMethod"
+_MIN_VARIABLES = 4  # ObservationModel's least state dimension
+
+
+def _import_da_method():
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # DAPPER prints a liveplotting notice on import
+            from dapper.da_methods import da_method
+            from dapper.da_methods.ensemble import add_noise
+            from dapper.tools import seeding
+            from dapper.tools.progressbar import progbar
+            from dapper.tools.randvars import GaussRV
+    except ImportError as error:
+        raise ImportError(
+            f"dapper_method needs DAPPER (the optional dependency of the assimilation extra): {_INSTALL}"
+        ) from error
+    return da_method, add_noise, seeding, progbar, GaussRV
+
+
+def _direct_indices(operator, n_variables, ko):
+    """The state indices a DAPPER observation operator observes, when it observes them directly; else an error.
+
+    Probed on the unit vectors and on random states: a direct observation
+    ``x -> x[indices]`` (DAPPER's ``partial_Id_Obs`` and ``Id_Obs``) gives
+    back the observed entries exactly.
+    """
+    size = getattr(operator, "M", None)
+    refusal = (
+        f"HMM.Obs({ko}) is not a direct observation of state variables (x -> x[indices], as DAPPER's "
+        "partial_Id_Obs and Id_Obs make): the package's analysis steps take observations of that kind only"
+    )
+    states = np.random.default_rng(0).standard_normal((3, n_variables))
+    try:
+        with np.errstate(all="ignore"):
+            units = np.asarray(operator(np.eye(n_variables)), dtype=np.float64)
+            probed = np.asarray(operator(states), dtype=np.float64)
+    except Exception as error:  # an operator of another state dimension, or not of ensembles
+        raise ValueError(f"{refusal}; probing it on ensembles of {n_variables} variables failed ({error}).") from error
+    if not isinstance(size, Integral) or size < 1 or units.shape != (n_variables, size) or probed.shape != (3, size):
+        raise ValueError(f"{refusal}; it maps an ensemble of shape ({n_variables}, {n_variables}) to one of shape "
+                         f"{units.shape} (M={size!r}).")
+    indices = np.argmax(units, axis=0)
+    if (len(set(indices.tolist())) != size or not np.allclose(units, np.eye(n_variables)[:, indices], rtol=0, atol=1e-12)
+            or not np.allclose(probed, states[:, indices], rtol=1e-12, atol=1e-12)):
+        raise ValueError(f"{refusal}. Pass observation_model= (an ObservationModel of your own) to say what it observes "
+                         "if the observations are direct after all.")
+    return indices
+
+
+def _gaussian_scale(noise, ko, gaussian):
+    """``noise_scale`` of a DAPPER observation noise that is centred, Gaussian and of one variance; else an error."""
+    advice = "; pass observation_model= to assimilate with a noise law of the package's (and simulate yy from it)."
+    if not isinstance(noise, gaussian):
+        raise ValueError(f"HMM.Obs({ko}).noise is a {type(noise).__name__}: the package's Gaussian observation model "
+                         f"takes a GaussRV only{advice}")
+    if np.any(np.asarray(noise.mu) != 0):
+        raise ValueError(f"HMM.Obs({ko}).noise has a non-zero mean: the package's observation noise is centred{advice}")
+    covariance = 0.0 if np.isscalar(noise.C) else np.atleast_2d(np.asarray(noise.C.full, dtype=np.float64))
+    variance = float(np.ravel(covariance)[0]) if np.size(covariance) else 0.0
+    if not (variance > 0 and np.allclose(covariance, variance * np.eye(noise.M), rtol=1e-12, atol=0)):
+        raise ValueError(f"HMM.Obs({ko}).noise is not independent with one positive variance for every observation "
+                         f"(covariance {_describe_covariance(covariance)}): the package's observation model has one "
+                         f"noise_scale{advice}")
+    return float(np.sqrt(variance))
+
+
+def _describe_covariance(covariance):
+    covariance = np.atleast_2d(covariance)
+    if covariance.size == 1:
+        return repr(float(covariance.ravel()[0]))
+    diagonal = np.diag(covariance)
+    off = np.abs(covariance - np.diag(diagonal)).max()
+    return f"diagonal from {diagonal.min():g} to {diagonal.max():g}, largest off-diagonal {off:g}"
+
+
+def _observation_models(xp, HMM, xx, yy, gaussian):
+    """The package's observation model at every observation time ``ko``, all checked before any cycle.
+
+    Returns a list, one :class:`ObservationModel` per ``ko`` (the same
+    object where DAPPER's operator is the same).
+    """
+    n_variables = int(HMM.Nx)
+    xx = np.asarray(xx)
+    if xx.ndim != 2 or xx.shape != (HMM.tseq.K + 1, n_variables):
+        raise ValueError(f"xx must be the truth of shape (HMM.tseq.K + 1, HMM.Nx) = ({HMM.tseq.K + 1}, {n_variables}) "
+                         f"(HMM.simulate() makes it); got {describe(xx)}.")
+    if not hasattr(yy, "__len__") or len(yy) != HMM.tseq.Ko + 1:
+        raise ValueError(f"yy must hold HMM.tseq.Ko + 1 = {HMM.tseq.Ko + 1} observations, one per observation time "
+                         f"(HMM.simulate() makes it); got {describe(yy)}.")
+    given = xp.observation_model
+    if given is not None and given.n_variables != n_variables:
+        raise ValueError(f"observation_model has n_variables={given.n_variables}, the HMM's state has "
+                         f"HMM.Nx={n_variables} variables.")
+    if given is None and n_variables < _MIN_VARIABLES:
+        raise ValueError(f"The package's observation model needs at least {_MIN_VARIABLES} state variables; the HMM "
+                         f"has {n_variables}.")
+    models, by_operator = [], {}
+    for ko in range(len(yy)):
+        if given is not None:
+            model = given
+        else:
+            operator = HMM.Obs(ko)
+            # the operator kept with its model: a time-dependent HMM.Obs may make a new one at every ko, and the id
+            # of one that was let go could be another's
+            _, model = by_operator.get(id(operator), (None, None))
+            if model is None:
+                model = ObservationModel(n_variables=n_variables, observed=_direct_indices(operator, n_variables, ko),
+                                         noise="gaussian", noise_scale=_gaussian_scale(operator.noise, ko, gaussian))
+                by_operator[id(operator)] = operator, model
+        try:
+            model.present(np.asarray(yy[ko], dtype=np.float64))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"yy[{ko}] does not fit the observation model {model!r}: {error}") from error
+        models.append(model)
+    return models
+
+
+@functools.cache
+def _method_class():
+    """The DAPPER method class, made with DAPPER's ``da_method`` decorator the first time it is asked for."""
+    da_method, add_noise, seeding, progbar, gaussian = _import_da_method()
+
+    class AnalysisStepMethod:
+        """One of the package's analysis steps as a DAPPER method: made by :func:`dapper_method`."""
+
+        step: object
+        N: int = 40
+        observation_model: object = None
+        random_state: object = None
+
+        def __post_init__(self):
+            _check_method_arguments(self.step, self.N, self.observation_model, self.random_state)
+
+        def assimilate(self, HMM, xx, yy):
+            models = _observation_models(self, HMM, xx, yy, gaussian)
+            E = HMM.X0.sample(self.N)  # first, as DAPPER's ensemble methods: the same seed, the same ensemble
+            random_state = self.random_state
+            if random_state is None:  # from DAPPER's generator, after the initial ensemble: set_seed reproduces a run
+                random_state = int(seeding.rng.integers(1, 2**31 - 1))
+            random_state = check_random_state(random_state)
+            steps = {}
+            self.stats.assess(0, E=E)
+            for k, ko, t, dt in progbar(HMM.tseq.ticker):  # named by DAPPER after xp.da_method
+                E = HMM.Dyn(E, t - dt, dt)
+                E = add_noise(E, dt, HMM.Dyn.noise, "Stoch")
+                if ko is not None:
+                    self.stats.assess(k, ko, "f", E=E)
+                    model = models[ko]
+                    step = steps.get(id(model))
+                    if step is None:
+                        step = steps[id(model)] = resolve_analysis(self.step, model, random_state=random_state)
+                    analysis = np.asarray(step(E, np.asarray(yy[ko], dtype=np.float64)), dtype=np.float64)
+                    if analysis.shape != E.shape:
+                        raise ValueError(f"The analysis step returned an ensemble of shape {analysis.shape}; the "
+                                         f"forecast's is {E.shape}.")
+                    E = analysis
+                self.stats.assess(k, ko, E=E)
+
+    cls = da_method()(AnalysisStepMethod)
+    cls.__module__, cls.__qualname__ = __name__, _METHOD_CLASS  # pickled by name (module __getattr__ below)
+    return cls
+
+
+def __getattr__(name):
+    if name == _METHOD_CLASS:  # the DAPPER method class, made when DAPPER is there (unpickling asks for it)
+        return _method_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_STEP = [Choices(tuple(ANALYSIS_NAMES)), callable, AnalysisStep]
+_METHOD_CONSTRAINTS = {
+    "step": _STEP,
+    "ensemble_size": [NumberInterval(Integral, 2, None, closed="left", why="a spread needs two members")],
+    "observation_model": [ObservationModel, None],
+    "random_state": ["random_state"],
+}
+
+
+def _check_method_arguments(step, ensemble_size, observation_model, random_state):
+    arguments = {"step": step, "ensemble_size": ensemble_size, "observation_model": observation_model,
+                 "random_state": random_state}
+    refuse_array_likes(_METHOD_CONSTRAINTS, arguments, "dapper_method")
+    validate_parameter_constraints(_METHOD_CONSTRAINTS, arguments, caller_name="dapper_method")
+    if isinstance(step, AnalysisStep):
+        step._check_parameters()
+
+
+def dapper_method(step, *, ensemble_size=40, observation_model=None, random_state=None):
+    """One of the package's analysis steps as a DAPPER method (an ``xp``, as DAPPER's ``EnKF(...)`` is).
+
+    The returned object is made with DAPPER's own ``da_method`` decorator, so
+    that ``xp.assimilate(HMM, xx, yy)``, ``xp.stats``,
+    ``xp.stats.average_in_time()``, ``xp.avrgs``, ``xpList`` (its tables and
+    ``launch``) and DAPPER's plots take it as they take DAPPER's filters. Its
+    ``da_method`` is ``"AnalysisStepMethod"`` and its fields, in DAPPER's
+    tables, are ``step``, ``N`` (the ensemble size), ``observation_model`` and
+    ``random_state``.
+
+    ``assimilate`` runs DAPPER's ensemble loop: the initial ensemble is
+    ``HMM.X0.sample(N)`` (DAPPER's first draw, as in its ``EnKF``: under the
+    same seed both start from the same ensemble); at every model step the
+    ensemble is forecast with ``HMM.Dyn`` (and DAPPER's model noise, if any,
+    added stochastically); at every observation time ``ko`` the forecast is
+    assessed (``xp.stats.assess(k, ko, "f", E=E)``), the step makes the
+    analysis ``step(forecast, yy[ko])``, and the analysis is assessed
+    (``"a"``, and ``"u"``), as DAPPER's filters are. The step's own
+    inflation and localisation apply (DAPPER's ``infl`` and ``rot`` are not
+    there: a step inflates the forecast itself). NaN entries of ``yy[ko]``
+    are missing observations, as in the package.
+
+    The observation model the step is bound to comes from ``HMM.Obs(ko)``: it
+    must be a direct observation of state variables (``x -> x[indices]``, as
+    DAPPER's ``partial_Id_Obs`` and ``Id_Obs`` make; ``Lorenz96.sakov2008``
+    observes all 40) with Gaussian, centred, independent noise of one
+    variance ``sigma ** 2`` (``ObservationModel(noise="gaussian",
+    noise_scale=sigma)``). Other operators and noises are refused, before any
+    cycle. A time-dependent ``HMM.Obs`` gives one bound step per operator.
+
+    ``observation_model`` overrides all of that: the step is bound to it at
+    every observation time, whatever ``HMM.Obs`` says. That is how a step
+    learns a law DAPPER's hidden Markov models do not have (its observation
+    noise is Gaussian), such as Cauchy noise for
+    :class:`RankHistogramFilter`. The observations ``yy`` must then be drawn
+    from that law, not by ``HMM.simulate()``: for instance
+    ``yy[ko] = observation_model.sample(xx[HMM.tseq.kko[ko]], rng)``, or a
+    :class:`TwinProblem`'s, or your own.
+
+    Parameters
+    ----------
+    step : AnalysisStep, str or callable
+        The analysis step (:class:`SerialEnKF`, :class:`RankHistogramFilter`,
+        :class:`LearnedAnalysis`, a subclass of :class:`AnalysisStep` of your
+        own...), a name in :data:`ANALYSIS_NAMES`, or a callable
+        ``(forecast_ensemble, observation) -> analysis_ensemble`` (given
+        ``observation_model`` and ``random_state`` if its signature takes
+        them), as :func:`twin_experiment` takes. Its parameters are checked
+        here; it is bound (a copy) at the start of each ``assimilate``.
+    ensemble_size : int, default=40
+        DAPPER's ``N``: members, at least 2.
+    observation_model : ObservationModel or None, default=None
+        The observed variables and noise law the step works with, instead of
+        those of ``HMM.Obs`` (above); ``n_variables`` must be ``HMM.Nx``.
+    random_state : int, RandomState instance or None, default=None
+        The step's randomness (perturbed observations, resampling). None:
+        seeded from DAPPER's global generator after the initial ensemble is
+        drawn, so that DAPPER's ``set_seed`` (and ``xp.seed`` in
+        ``xpList.launch``) reproduces a run.
+
+    Returns
+    -------
+    AnalysisStepMethod
+        The DAPPER method: a dataclass made by DAPPER's ``da_method``, with
+        ``assimilate(HMM, xx, yy, desc=None, fail_gently=False, **stat_kwargs)``.
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        For a step, ensemble size, observation model or random state outside
+        its domain, or a step parameter outside its own (checked before DAPPER
+        is imported).
+    ImportError
+        When DAPPER is not installed: ``pip install sklearn-measattn[assimilation]``.
+    ValueError
+        From ``assimilate``, before the first cycle: for an observation
+        operator that is not a direct observation of state variables, a noise
+        that is not centred Gaussian with one variance, or ``xx``, ``yy`` or
+        ``observation_model`` that do not fit ``HMM``.
+
+    See Also
+    --------
+    run_dapper : DAPPER's filters on the package's twin problems.
+
+    Examples
+    --------
+    DAPPER is an optional dependency (``pip install sklearn-measattn[assimilation]``);
+    the lines that need it are not run here. The serial filter and the rank
+    histogram filter on DAPPER's standard Lorenz-96 setting, shortened, beside
+    DAPPER's square-root EnKF, on the same truth and observations:
+
+    >>> import dapper  # doctest: +SKIP
+    >>> import dapper.mods as modelling  # doctest: +SKIP
+    >>> from dapper.da_methods import EnKF  # doctest: +SKIP
+    >>> from dapper.mods.Lorenz96.sakov2008 import HMM  # doctest: +SKIP
+    >>> from dapper.tools.seeding import set_seed  # doctest: +SKIP
+    >>> from sklearn_measattn.assimilation import RankHistogramFilter, SerialEnKF, dapper_method
+    >>> HMM = HMM.copy()  # doctest: +SKIP
+    >>> HMM.tseq = modelling.Chronology(0.05, dko=1, Ko=60, BurnIn=1, Tplot=1)  # doctest: +SKIP
+    >>> set_seed(3)  # doctest: +SKIP
+    >>> xx, yy = HMM.simulate()  # doctest: +SKIP
+    >>> xps = dapper.xpList([EnKF("Sqrt", N=20, infl=1.02),  # doctest: +SKIP
+    ...                         dapper_method(SerialEnKF(inflation=1.02), ensemble_size=20),
+    ...                         dapper_method(RankHistogramFilter(), ensemble_size=20)])
+    >>> for xp in xps:  # doctest: +SKIP
+    ...     set_seed(3)
+    ...     xp.assimilate(HMM, xx, yy)
+    ...     xp.stats.average_in_time()
+    >>> [bool(xp.avrgs.err.rms.a.val < 0.5) for xp in xps]  # doctest: +SKIP
+    [True, True, True]
+    >>> print(xps.tabulate_avrgs(["rmse.a", "rmv.a"], colorize=False))  # doctest: +SKIP
+    """
+    _check_method_arguments(step, ensemble_size, observation_model, random_state)
+    _import_da_method()  # DAPPER there now (the class, once made, is kept)
+    return _method_class()(step=step, N=ensemble_size, observation_model=observation_model, random_state=random_state)

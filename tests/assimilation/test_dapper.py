@@ -1,4 +1,5 @@
-"""Tests of run_dapper: DAPPER's filters on the package's twin problems, scored as the package scores its own.
+"""Tests of run_dapper (DAPPER's filters on the package's twin problems, scored as the package scores its own)
+and of dapper_method (the package's analysis steps as DAPPER methods).
 
 The tests that run DAPPER are skipped where it is not installed (CI's main
 environment); those that check the arguments, the missing-DAPPER error and
@@ -13,7 +14,16 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_measattn.assimilation import EnKF, SerialEnKF, TwinResult, make_twin_problem, twin_experiment
+from sklearn_measattn.assimilation import (
+    EnKF,
+    ObservationModel,
+    RankHistogramFilter,
+    SerialEnKF,
+    TwinResult,
+    dapper_method,
+    make_twin_problem,
+    twin_experiment,
+)
 from sklearn_measattn.assimilation._dapper import DAPPER_METHODS, _run_dapper, run_dapper
 from sklearn_measattn.assimilation._twin import _cycle_scores
 
@@ -186,3 +196,197 @@ def test_docstring_example_runs():
     ours = twin_experiment("enkf", problem, ensemble_size=20, random_state=0)
     theirs = run_dapper("EnKF", problem, ensemble_size=20, infl=1.02, random_state=0)
     assert bool(abs(theirs.rmse - ours.rmse) < 0.5 * ours.rmse)
+
+
+# --------------------------------------------------------------------------- #
+# dapper_method: the package's steps as DAPPER methods
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize(
+    "step, kwargs, match",
+    [
+        ("kalman", {}, "'step' parameter of dapper_method"),
+        (SerialEnKF(inflation=0.5), {}, "'inflation' parameter of SerialEnKF"),
+        ("serial_enkf", {"ensemble_size": 1}, "'ensemble_size' parameter of dapper_method"),
+        ("serial_enkf", {"ensemble_size": 20.0}, "'ensemble_size'"),
+        ("serial_enkf", {"observation_model": "cauchy"}, "'observation_model' parameter"),
+        ("serial_enkf", {"random_state": "0"}, "'random_state' parameter"),
+    ],
+)
+def test_dapper_method_bad_arguments_raise_before_dapper_is_imported(no_dapper, step, kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        dapper_method(step, **kwargs)
+
+
+def test_dapper_method_without_dapper_raises_import_error_naming_the_extra(no_dapper):
+    with pytest.raises(ImportError, match=r"dapper_method needs DAPPER.*pip install sklearn-measattn\[assimilation\]"):
+        dapper_method(SerialEnKF())
+
+
+@pytest.fixture(scope="module")
+def sakov():
+    """DAPPER's standard Lorenz-96 setting (40 variables, all observed, unit noise), 40 cycles, its truth and obs."""
+    pytest.importorskip("dapper")
+    import dapper.mods as modelling
+    from dapper.mods.Lorenz96.sakov2008 import HMM
+    from dapper.tools.seeding import set_seed
+
+    hmm = HMM.copy()
+    hmm.tseq = modelling.Chronology(0.05, dko=1, Ko=40, BurnIn=0.5, Tplot=1)
+    set_seed(3)
+    xx, yy = hmm.simulate()
+    return hmm, xx, yy
+
+
+def _assimilate(xp, hmm, xx, yy, seed=3):
+    from dapper.tools.seeding import set_seed
+
+    set_seed(seed)
+    xp.assimilate(hmm, xx, yy)
+    xp.stats.average_in_time()
+    return xp
+
+
+def test_serial_enkf_in_dapper_is_dappers_square_root_enkf(sakov):
+    """Same seed, same initial ensemble (DAPPER's first draw): the serial EAKF and DAPPER's ETKF without inflation
+    or rotation are two square roots of the same Kalman update, so their first analysis has the same mean and
+    spread; over the run they stay as close."""
+    from dapper.da_methods import EnKF as DapperEnKF
+
+    ours = _assimilate(dapper_method(SerialEnKF(inflation=1.0), ensemble_size=20), *sakov)
+    theirs = _assimilate(DapperEnKF("Sqrt", N=20, infl=1.0, rot=False), *sakov)
+    np.testing.assert_array_equal(ours.stats.mu.f[0], theirs.stats.mu.f[0])  # the same forecast, bit for bit
+    np.testing.assert_allclose(ours.stats.mu.a[0], theirs.stats.mu.a[0], atol=1e-10)
+    np.testing.assert_allclose(ours.stats.spread.a[0], theirs.stats.spread.a[0], atol=1e-10)
+    assert ours.avrgs.err.rms.a.val == pytest.approx(theirs.avrgs.err.rms.a.val, rel=0.03)
+    assert ours.avrgs.spread.rms.a.val == pytest.approx(theirs.avrgs.spread.rms.a.val, rel=0.03)
+    # DAPPER's bookkeeping: forecast, analysis and universal series all written, the duration registered
+    assert np.all(np.isfinite(ours.stats.err.rms.f[:])) and np.all(np.isfinite(ours.stats.err.rms.a[:]))
+    assert ours.stat is not None and ours.avrgs.duration > 0
+
+
+def test_rank_histogram_filter_in_an_xplist(sakov):
+    import dapper
+
+    xps = dapper.xpList([dapper_method(RankHistogramFilter(), ensemble_size=20),
+                         dapper_method("serial_enkf", ensemble_size=20, random_state=0)])
+    for xp in xps:
+        _assimilate(xp, *sakov)
+        for value in (xp.avrgs.err.rms.a.val, xp.avrgs.spread.rms.a.val, xp.avrgs.crps.m.a.val,
+                      xp.avrgs.err.rms.f.val):
+            assert np.isfinite(value)
+        assert xp.avrgs.err.rms.a.val < 0.5  # it tracks the truth (the forecast's error is about 3.6 unobserved)
+    table = xps.tabulate_avrgs(["rmse.a", "rmv.a"], colorize=False)
+    assert "RankHistogramFilter()" in table and "serial_enkf" in table  # the step tells them apart
+    assert [xp.da_method for xp in xps] == ["AnalysisStepMethod"] * 2
+
+
+def test_observation_model_comes_from_dappers_operator_and_noise(sakov):
+    import dapper.mods as modelling
+
+    hmm, xx, _ = sakov
+    partial = hmm.copy()
+    partial.Obs = modelling.TimeDependentOperator(**modelling.partial_Id_Obs(40, np.arange(0, 40, 2)), noise=0.25)
+    yy = np.array([xx[k, ::2] + 0.5 for k in partial.tseq.kko])
+    seen = []
+
+    def probe(forecast, observation, *, observation_model):
+        seen.append((observation_model, observation))
+        return forecast
+
+    _assimilate(dapper_method(probe, ensemble_size=5), partial, xx, yy)
+    model, observation = seen[0]
+    assert len(seen) == partial.tseq.Ko + 1
+    np.testing.assert_array_equal(model.observed, np.arange(0, 40, 2))
+    assert model.noise == "gaussian" and model.noise_scale == pytest.approx(0.5)
+    np.testing.assert_array_equal(observation, yy[0])
+
+
+def _operator(name):
+    import dapper.mods as modelling
+    from dapper.tools.matrices import CovMat
+    from dapper.tools.randvars import GaussRV, LaplaceRV
+
+    direct = modelling.Id_Obs(40)
+    if name == "averaging":
+        return {"M": 40, "model": lambda E: 0.5 * (E + np.roll(E, 1, axis=-1)), "noise": 1}
+    if name == "squared":
+        return {"M": 40, "model": lambda E: E**2, "noise": 1}
+    if name == "correlated":
+        return {**direct, "noise": GaussRV(C=CovMat(np.eye(40) + 0.3 * np.eye(40, k=1) + 0.3 * np.eye(40, k=-1)))}
+    if name == "unequal":
+        return {**direct, "noise": GaussRV(C=np.linspace(0.5, 1.5, 40))}
+    return {**direct, "noise": LaplaceRV(C=1, M=40)}
+
+
+@pytest.mark.parametrize(
+    "name, match",
+    [
+        ("averaging", r"HMM.Obs\(0\) is not a direct observation of state variables"),
+        ("squared", "is not a direct observation"),
+        ("correlated", "not independent with one positive variance"),
+        ("unequal", "not independent with one positive variance"),
+        ("laplace", "noise is a LaplaceRV.*pass observation_model="),
+    ],
+)
+def test_other_observation_operators_are_refused_before_any_cycle(sakov, name, match):
+    import dapper.mods as modelling
+
+    hmm, xx, yy = sakov
+    other = hmm.copy()
+    other.Obs = modelling.TimeDependentOperator(**_operator(name))
+    forecasts = []
+    model = other.Dyn.model
+    other.Dyn.model = lambda *args: forecasts.append(1) or model(*args)
+    xp = dapper_method(SerialEnKF(), ensemble_size=10)
+    with pytest.raises(ValueError, match=match):
+        xp.assimilate(other, xx, yy)
+    assert forecasts == []
+
+
+def test_observation_model_overrides_the_hmm_for_heavy_tailed_noise(sakov):
+    hmm, xx, _ = sakov
+    cauchy = ObservationModel(n_variables=40, noise="cauchy", noise_scale=0.5)
+    rng = np.random.RandomState(0)
+    yy = np.array([cauchy.sample(xx[k], rng) for k in hmm.tseq.kko])
+    xp = _assimilate(dapper_method(RankHistogramFilter(), ensemble_size=20, observation_model=cauchy), hmm, xx, yy)
+    assert np.isfinite(xp.avrgs.err.rms.a.val) and xp.avrgs.err.rms.a.val < 1.0
+    with pytest.raises(ValueError, match="observation_model has n_variables=8"):
+        dapper_method(RankHistogramFilter(), observation_model=ObservationModel(n_variables=8)).assimilate(hmm, xx, yy)
+    with pytest.raises(ValueError, match=r"yy\[0\] does not fit"):
+        every_other = ObservationModel(n_variables=40, observed="every_other")
+        dapper_method(RankHistogramFilter(), observation_model=every_other).assimilate(hmm, xx, yy)
+
+
+def test_dapper_method_is_reproducible_and_pickles(sakov):
+    import dill
+
+    first = _assimilate(dapper_method("enkf", ensemble_size=10), *sakov)
+    second = _assimilate(dapper_method("enkf", ensemble_size=10), *sakov)
+    np.testing.assert_array_equal(first.stats.mu.a[:], second.stats.mu.a[:])  # DAPPER's seed seeds the step too
+    other = _assimilate(dapper_method("enkf", ensemble_size=10), *sakov, seed=4)
+    assert not np.array_equal(first.stats.mu.a[:], other.stats.mu.a[:])
+    copy = dill.loads(dill.dumps(dapper_method("enkf", ensemble_size=10)))  # xpList.launch stores xps with dill
+    assert type(copy) is type(first) and repr(copy) == repr(dapper_method("enkf", ensemble_size=10))
+
+
+def test_dapper_method_docstring_example_runs():
+    pytest.importorskip("dapper")
+    import dapper
+    import dapper.mods as modelling
+    from dapper.da_methods import EnKF as DapperEnKF
+    from dapper.mods.Lorenz96.sakov2008 import HMM
+    from dapper.tools.seeding import set_seed
+
+    HMM = HMM.copy()
+    HMM.tseq = modelling.Chronology(0.05, dko=1, Ko=60, BurnIn=1, Tplot=1)
+    set_seed(3)
+    xx, yy = HMM.simulate()
+    xps = dapper.xpList([DapperEnKF("Sqrt", N=20, infl=1.02),
+                         dapper_method(SerialEnKF(inflation=1.02), ensemble_size=20),
+                         dapper_method(RankHistogramFilter(), ensemble_size=20)])
+    for xp in xps:
+        set_seed(3)
+        xp.assimilate(HMM, xx, yy)
+        xp.stats.average_in_time()
+    assert [bool(xp.avrgs.err.rms.a.val < 0.5) for xp in xps] == [True, True, True]
+    assert "rmse.a" in xps.tabulate_avrgs(["rmse.a", "rmv.a"], colorize=False)
