@@ -1,0 +1,535 @@
+"""How close is a learned scalar update to Bayes' rule, and a likelihood-free recipe that brings it closer.
+
+Three parts, each a function that other scripts can import:
+
+- :func:`one_step_diagnostic`: for any serial filter's scalar update, draws
+  priors of ``N`` members (Gaussian, skewed or bimodal), places the
+  observation at a given innovation (in prior standard deviations) with a
+  given noise law and noise-to-prior scale ratio, and compares the posterior
+  members with the exact posterior quantiles at levels ``k / (N + 1)`` (the
+  rank histogram filter's own update on a fine grid: the rank-histogram prior
+  times the true likelihood, integrated numerically). Reports the mean shift
+  and the spread of the posterior (in prior sd) and the mean absolute
+  quantile error (in prior sd), per innovation.
+- :func:`make_bayes_training_data`: likelihood-free training pairs. Synthetic
+  priors of ``N + 1`` exchangeable members (Gaussian, skewed, bimodal, and
+  optionally recorded cycled-filter priors), noise-to-prior scale ratios
+  log-uniform over a wide range and laws from Gaussian to Cauchy; one member
+  stands in for the truth and the observation is simulated from it with the
+  noise law (``draws`` different stand-ins and fresh noise per prior). No
+  density is evaluated.
+- :func:`train_learned_analysis`: the recipe; a
+  :class:`~sklearn_measattn.MeasureTransformerRegressor` fitted on those
+  pairs with the energy loss (against one point in 1-D the CRPS of the output
+  ensemble, minimised by the posterior quantiles), on features that include
+  each member's rank. :class:`QuantileAnalysis` runs such a model as the
+  scalar update of a serial filter.
+
+Run (about 2 minutes for the diagnostic, 6 for the training, 15 for the cycle check on a 2-core CPU)::
+
+    python studies/learned_bayes.py --train --old studies/results/learned_bayes/cache/softmax_symlog.pkl \
+        --ceiling studies/results/learned_bayes/ceiling_exact_posterior.safetensors --relevel \
+        --diagnostic studies/results/learned_bayes/one_step.csv --cycle studies/results/learned_bayes/cycle.csv \
+        --laws cauchy gaussian student_t
+
+(``--old``: the assimilation study's softmax/symlog model, trained by its
+``trained_model``; ``--ceiling``: :func:`train_ceiling`'s model, trained on
+exact posteriors, not likelihood-free.) The shipped model is
+``studies/results/learned_bayes/quantile_softmax.safetensors``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sklearn_measattn.assimilation import ObservationModel, RankHistogramFilter, SerialEnKF
+from sklearn_measattn.preprocessing import inverse_symlog, symlog
+
+N_MEMBERS = 40
+INNOVATIONS = (0.1, 0.5, 1.0, 2.0, 3.0, 10.0, 30.0, 1000.0)
+RATIOS = (0.3, 1.0, 3.0)
+LAWS = {"gaussian": {"noise": "gaussian"}, "student_t3": {"noise": "student_t", "df": 3.0},
+        "student_t1.5": {"noise": "student_t", "df": 1.5}, "cauchy": {"noise": "cauchy"}}
+FEATURES = ("member", "rank", "innovation", "log_noise_ratio", "noise_tail")
+_REFLECTION = np.array([-1.0, 1.0, -1.0, 1.0, 1.0])  # x -> -x: member and innovation negate; rank is re-sorted
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the one-step diagnostic
+
+
+def scalar_update_of(step):
+    """The bound step's scalar update, public or private name."""
+    return getattr(step, "scalar_update", None) or step._scalar_update
+
+
+def bound_step(step, law, noise_scale):
+    model = ObservationModel(n_variables=4, noise_scale=noise_scale, **LAWS[law])
+    return step.bind(model, random_state=0)
+
+
+def draw_priors(kind, n_priors, n_members, rng):
+    """(n_priors, n_members) members of one kind of prior law (not standardised)."""
+    z = rng.standard_normal((n_priors, n_members))
+    if kind == "gaussian":
+        return z
+    if kind == "skewed":  # lognormal, shape 0.5 to 1
+        return np.exp(rng.uniform(0.5, 1.0, (n_priors, 1)) * z)
+    if kind == "bimodal":  # two Gaussian modes 3 to 5 sd apart, weights 0.2 to 0.8
+        gap = rng.uniform(3.0, 5.0, (n_priors, 1))
+        weight = rng.uniform(0.2, 0.8, (n_priors, 1))
+        return z + gap * (rng.uniform(size=(n_priors, n_members)) < weight)
+    raise ValueError(kind)
+
+
+def standardised(priors):
+    mean = priors.mean(axis=-1, keepdims=True)
+    sd = priors.std(axis=-1, ddof=1, keepdims=True)
+    return (priors - mean) / sd
+
+
+def one_step_diagnostic(steps, *, law="cauchy", ratio=1.0, innovations=INNOVATIONS, prior="gaussian",
+                        n_priors=20, n_members=N_MEMBERS, n_grid=20000, seed=0):
+    """Posterior mean shift, spread and quantile error of each step against the exact posterior.
+
+    ``steps``: name -> unbound serial step (any SerialEnKF subclass). The
+    priors are standardised (mean 0, sd 1), so the noise scale is ``ratio``
+    and the innovation is in prior sd. The exact posterior: the rank histogram
+    filter's update with ``n_grid`` grid points, members at its quantiles
+    ``k / (N + 1)``. Returns a list of rows (one per step and innovation) with
+    the averages over ``n_priors`` priors.
+    """
+    rng = np.random.default_rng(seed)
+    priors = standardised(draw_priors(prior, n_priors, n_members, rng))
+    exact_step = scalar_update_of(bound_step(RankHistogramFilter(n_grid=n_grid), law, ratio))
+    bound = {name: scalar_update_of(bound_step(step, law, ratio)) for name, step in steps.items()}
+    rows = []
+    for d in innovations:
+        exact = np.stack([np.sort(exact_step(p, d)) for p in priors])
+        rows.append({"method": "exact", "law": law, "ratio": ratio, "prior": prior, "innovation": d,
+                     "shift": exact.mean(axis=1).mean(), "spread": exact.std(axis=1, ddof=1).mean(),
+                     "quantile_error": 0.0, "seconds": float("nan")})
+        for name, update in bound.items():
+            start = time.perf_counter()
+            post = np.stack([np.sort(update(p, d)) for p in priors])
+            seconds = (time.perf_counter() - start) / len(priors)
+            rows.append({"method": name, "law": law, "ratio": ratio, "prior": prior, "innovation": d,
+                         "shift": post.mean(axis=1).mean(), "spread": post.std(axis=1, ddof=1).mean(),
+                         "quantile_error": np.abs(post - exact).mean(), "seconds": seconds})
+    return rows
+
+
+def diagnostic_table(steps, *, laws=("gaussian", "student_t3", "student_t1.5", "cauchy"), ratios=RATIOS, priors=("gaussian", "skewed"),
+                     n_priors=20, seed=0, out=None, verbose=True):
+    rows = []
+    for prior in priors:
+        for law in laws:
+            for ratio in ratios:
+                rows += one_step_diagnostic(steps, law=law, ratio=ratio, prior=prior, n_priors=n_priors, seed=seed)
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    if verbose:
+        print_table(rows)
+    return rows
+
+
+def print_table(rows):
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    keys = list(dict.fromkeys((r["prior"], r["law"], r["ratio"]) for r in rows))
+    for prior, law, ratio in keys:
+        print(f"\n# prior {prior}, noise {law}, noise/prior scale {ratio}: shift/spread (quantile error), in prior sd")
+        sub = [r for r in rows if (r["prior"], r["law"], r["ratio"]) == (prior, law, ratio)]
+        innovations = list(dict.fromkeys(r["innovation"] for r in sub))
+        print(f"{'innovation':>14s} " + " ".join(f"{d:>17g}" for d in innovations))
+        for m in methods:
+            cells = []
+            for d in innovations:
+                r = next(r for r in sub if r["method"] == m and r["innovation"] == d)
+                cells.append(f"{r['shift']:5.2f}/{r['spread']:4.2f}({r['quantile_error']:4.2f})")
+            print(f"{m:>14s} " + " ".join(f"{c:>17s}" for c in cells))
+    print("\n# mean quantile error over every cell:")
+    for m in methods:
+        errors = [r["quantile_error"] for r in rows if r["method"] == m]
+        print(f"{m:>14s} {np.mean(errors):.3f}")
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# likelihood-free training data and the learned update
+
+
+def features_of(prior, innovation, noise_ratio, tail):
+    """(..., N) standardised priors -> (..., N, 5) features of :data:`FEATURES`.
+
+    ``prior`` standardised (mean 0, sd 1); ``innovation`` and ``noise_ratio``
+    in prior sd, of shape (...).
+    """
+    prior = np.asarray(prior, dtype=np.float64)
+    n = prior.shape[-1]
+    rank = np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable")
+    shape = prior.shape
+    return np.stack([
+        prior,
+        (rank + 1.0) / (n + 1.0) - 0.5,
+        np.broadcast_to(np.asarray(innovation, dtype=np.float64)[..., None], shape),
+        np.broadcast_to(np.log(np.asarray(noise_ratio, dtype=np.float64))[..., None], shape),
+        np.broadcast_to(np.asarray(tail, dtype=np.float64)[..., None], shape),
+    ], axis=-1)
+
+
+def _standard_noise(tail, rng):
+    """Unit-scale noise of the laws ``1 / df = tail`` (0: Gaussian), one draw per entry."""
+    tail = np.asarray(tail, dtype=np.float64)
+    out = rng.standard_normal(tail.shape)
+    heavy = tail > 0
+    out[heavy] = rng.standard_t(1.0 / tail[heavy])
+    return out
+
+
+RATIO_RANGE = (0.2, 30.0)  # noise-to-prior scale ratios of the training pairs (a cycled filter reaches 10 and more)
+TAILS = (0.0, 0.0, 0.2, 1 / 3, 0.5, 1 / 1.5, 1.0, 1.0)  # Gaussian and Cauchy twice as often
+
+
+def make_bayes_training_data(n_priors=20000, *, draws=4, n_members=N_MEMBERS, kinds=("gaussian", "skewed", "bimodal"),
+                             kind_weights=(0.5, 0.3, 0.2), ratio_range=RATIO_RANGE, tails=TAILS, recorded=None,
+                             candidates=1, innovation_power=0.0, seed=0):
+    """Likelihood-free pairs ``(X, y)``: (n_pairs, N, 5) features and (n_pairs, 1, 1) standardised targets.
+
+    Each prior has ``N + 1`` exchangeable members; ``draws`` times a
+    different member stands in for the truth, the other ``N`` form the prior
+    (standardised by their mean and sd), and an observation is simulated from
+    the stand-in with fresh noise of the prior's law and scale: ``n_pairs =
+    n_priors * draws``. ``recorded``: optional (n, N + 1) cycled-filter
+    priors added to the synthetic ones.
+    """
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n_priors, kind_weights)
+    priors = [draw_priors(kind, c, n_members + 1, rng) for kind, c in zip(kinds, counts)]
+    if recorded is not None:
+        priors.append(np.asarray(recorded, dtype=np.float64))
+    priors = np.concatenate(priors)
+    P = len(priors)
+    Xs, ys = [], []
+    # ``candidates`` draws per prior, of which ``draws`` are kept at random with weights that grow with the
+    # innovation's size: a selection on the observation alone, so the posterior of the stand-in given the
+    # observation is unchanged (no density is evaluated), while the rare far observations of heavy tails are
+    # seen more often
+    n_candidates = max(candidates, draws)
+    ratio = np.exp(rng.uniform(*np.log(ratio_range), size=(P, 1)))
+    tail = np.asarray(tails)[rng.integers(len(tails), size=(P, 1))]
+    stand_in = np.argsort(rng.uniform(size=(P, n_members + 1)), axis=1)[:, :n_candidates]  # distinct members
+    noise = _standard_noise(np.broadcast_to(tail, (P, n_candidates)).copy(), rng)
+    truth = np.take_along_axis(priors, stand_in, axis=1)
+    # the innovation a candidate will have, in the sd of the prior without its stand-in
+    total, total_sq = priors.sum(axis=1, keepdims=True), (priors**2).sum(axis=1, keepdims=True)
+    mean = (total - truth) / n_members
+    sd = np.sqrt(np.maximum((total_sq - truth**2 - n_members * mean**2) / (n_members - 1), 1e-300))
+    observation = truth + ratio * sd * noise
+    innovation = (observation - mean) / sd
+    weight = (1.0 + np.abs(innovation)) ** innovation_power
+    keys = np.log(rng.uniform(size=weight.shape)) / weight  # weighted sampling without replacement (Efraimidis-Spirakis)
+    chosen = np.argsort(-keys, axis=1)[:, :draws]
+    rows = np.arange(P)[:, None]
+    for j in range(draws):
+        c = chosen[:, j:j + 1]
+        s_in = np.take_along_axis(stand_in, c, axis=1)[:, 0]
+        keep = np.ones(priors.shape, dtype=bool)
+        keep[np.arange(P), s_in] = False
+        prior = priors[keep].reshape(P, n_members)
+        m, sdev = prior.mean(axis=1), prior.std(axis=1, ddof=1)
+        obs = np.take_along_axis(observation, c, axis=1)[:, 0]
+        t = priors[np.arange(P), s_in]
+        Xs.append(features_of((prior - m[:, None]) / sdev[:, None], (obs - m) / sdev, ratio[:, 0], tail[:, 0]))
+        ys.append(((t - m) / sdev)[:, None, None])
+    del rows
+    X, y = np.concatenate(Xs).astype(np.float32), np.concatenate(ys).astype(np.float32)
+    return X, y
+
+
+def train_learned_analysis(n_priors=20000, draws=4, *, candidates=1, innovation_power=0.0, kernel="softmax", d_model=32,
+                           n_layers=2, max_epochs=6, batch_size=256, lr=2e-3, recorded=None, ratio_range=RATIO_RANGE,
+                           seed=0, verbose=0):
+    """The likelihood-free recipe: a MeasureTransformerRegressor on :func:`make_bayes_training_data` pairs.
+
+    Returns the fitted model (with ``fit_seconds_`` and ``n_training_pairs_``);
+    run it with :class:`QuantileAnalysis`.
+    """
+    from skorch.callbacks import LRScheduler
+
+    from sklearn_measattn import MeasureTransformerRegressor
+
+    X, y = make_bayes_training_data(n_priors, draws=draws, candidates=candidates, innovation_power=innovation_power,
+                                    recorded=recorded, ratio_range=ratio_range, seed=seed)
+    # reflected copies (x -> -x): Bayes' rule commutes with it for the symmetric noise laws
+    Xr = X * _REFLECTION.astype(np.float32)
+    Xr[..., 1] = -Xr[..., 1]  # the rank of -x is N + 1 - rank: centred rank negates
+    X, y = np.concatenate([X, Xr]), np.concatenate([y, -y])
+    start = time.perf_counter()
+    model = MeasureTransformerRegressor(
+        kernel=kernel, transform="symlog", d_model=d_model, n_heads=4, n_layers=n_layers,
+        dim_feedforward=2 * d_model, batch_size=batch_size, max_epochs=max_epochs, lr=lr, random_state=seed,
+        callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=max_epochs)], verbose=verbose,
+    ).fit(X, y)
+    model.fit_seconds_ = time.perf_counter() - start
+    model.n_training_pairs_ = len(X)
+    model.ratio_range_ = tuple(ratio_range)
+    return model
+
+
+def make_exact_training_data(n_priors=10000, *, seed=0, **kwargs):
+    """NOT likelihood-free (the ceiling): the pairs of :func:`make_bayes_training_data` with, as targets, the exact
+    posterior members (the rank histogram filter's update with the true likelihood), (n_pairs, N, 1)."""
+    X, _ = make_bayes_training_data(n_priors, draws=1, seed=seed, **kwargs)
+    y = np.empty(X.shape[:2] + (1,), dtype=np.float32)
+    cache = {}
+    for i, x in enumerate(X.astype(np.float64)):
+        ratio, tail = float(np.exp(x[0, 3])), float(x[0, 4])
+        law = {"noise": "gaussian"} if tail == 0 else {"noise": "cauchy"} if tail == 1 else \
+            {"noise": "student_t", "df": 1.0 / tail}
+        key = tuple(sorted(law.items()))
+        if key not in cache:
+            cache[key] = RankHistogramFilter().bind(ObservationModel(n_variables=4, **law), random_state=0)
+        step = cache[key]
+        step.observation_model_.noise_scale = ratio
+        y[i, :, 0] = np.sort(scalar_update_of(step)(x[:, 0], x[0, 2]))
+    return X, y
+
+
+def train_ceiling(n_priors=10000, *, max_epochs=6, seed=0, **kwargs):
+    """The same network trained on exact posteriors (energy distance between ensembles): a ceiling, not
+    likelihood-free."""
+    from skorch.callbacks import LRScheduler
+
+    from sklearn_measattn import MeasureTransformerRegressor
+
+    X, y = make_exact_training_data(n_priors, seed=seed, **kwargs)
+    Xr = X * _REFLECTION.astype(np.float32)
+    Xr[..., 1] = -Xr[..., 1]
+    X, y = np.concatenate([X, Xr]), np.concatenate([y, -y])
+    start = time.perf_counter()
+    model = MeasureTransformerRegressor(
+        kernel="softmax", transform="symlog", d_model=32, n_heads=4, n_layers=2, dim_feedforward=64, batch_size=256,
+        max_epochs=max_epochs, lr=2e-3, random_state=seed,
+        callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=max_epochs)],
+    ).fit(X, y)
+    model.fit_seconds_ = time.perf_counter() - start
+    model.n_training_pairs_ = len(X)
+    model.ratio_range_ = tuple(kwargs.get("ratio_range", RATIO_RANGE))
+    return model
+
+
+class QuantileAnalysis(SerialEnKF):
+    """A serial filter whose scalar update is a model fitted by :func:`train_learned_analysis`.
+
+    As :class:`~sklearn_measattn.assimilation.LearnedAnalysis`, with the
+    features of :data:`FEATURES` (the member's rank among them): the model's
+    sorted output members go to the prior members by rank, averaged with the
+    output on the reflected problem.
+    """
+
+    def __init__(self, estimator, *, inflation=1.0, localization_radius=None, relaxation=0.0, spread_floor=None,
+                 relevel=False):
+        self.estimator = estimator
+        self.relevel = relevel
+        self.inflation = inflation
+        self.localization_radius = localization_radius
+        self.relaxation = relaxation
+        self.spread_floor = spread_floor
+
+    _parameter_constraints: dict = {k: v for k, v in SerialEnKF._parameter_constraints.items() if k != "clip"}
+    _parameter_constraints["estimator"] = [object]
+    _parameter_constraints["spread_floor"] = [float, None]
+    _parameter_constraints["relevel"] = ["boolean"]
+
+    def _prepare(self):
+        super()._prepare()
+        self.clip = None
+        model = self.observation_model_
+        self.tail_ = model.tail
+        self.ratio_range_ = getattr(self.estimator, "ratio_range_", RATIO_RANGE)
+        est = self.estimator
+        self._network = est.net_.module_
+        self._network.eval()
+        self._sx = est.transform_X_.scale
+        self._sy = est.transform_y_.scale
+
+    def _analyse(self, forecast, observation):
+        with torch.no_grad():
+            return super()._analyse(forecast, observation)
+
+    def _scalar_update(self, prior, observation):
+        mean, sd = prior.mean(), prior.std(ddof=1)
+        if not sd > 0:
+            return prior.copy()
+        standard = (prior - mean) / sd
+        innovation = (observation - mean) / sd
+        # within the ratios trained on: beyond them the update is close to Kalman's (sharp) or to none (vague)
+        raw_ratio = self.observation_model_.noise_scale / sd
+        ratio = float(np.clip(raw_ratio, *self.ratio_range_))
+        features = features_of(np.stack([standard, -standard]), np.array([innovation, -innovation]),
+                               np.array([ratio, ratio]), np.array([self.tail_, self.tail_]))
+        X = torch.as_tensor(symlog(features, scale=self._sx), dtype=torch.float32)
+        with torch.no_grad():
+            out = self._network(X).to(torch.float64).numpy()
+        out = inverse_symlog(out, scale=self._sy).reshape(2, -1)
+        posterior = 0.5 * (np.sort(out[0]) + np.sort(-out[1]))
+        if self.relevel:
+            # trained with the CRPS of the ensemble against one point, the sorted members sit at the posterior
+            # quantiles (2k - 1) / (2N); the rank histogram's quantile-conserving map puts member k at k / (N + 1)
+            # (7% narrower for a Gaussian and N = 40): interpolate between the two sets of levels. Closer to Bayes in
+            # one step, but the cycle then collapses (seeds 21-23, Cauchy): off by default, the wider levels of the
+            # raw output act as the inflation a serial filter needs
+            n = posterior.size
+            posterior = np.interp(np.arange(1, n + 1) / (n + 1), (np.arange(1, n + 1) - 0.5) / n, posterior)
+        if self.spread_floor is not None:
+            # a heuristic guard, not Bayes: the posterior spread at least spread_floor times the Kalman update's
+            # (with the nominal variance), so that small under-dispersions do not compound over the serial updates
+            floor = self.spread_floor * raw_ratio / math.sqrt(1.0 + raw_ratio**2)
+            centre, spread = posterior.mean(), posterior.std(ddof=1)
+            if spread < floor:
+                posterior = centre + (posterior - centre) * (floor / spread)
+        matched = np.empty_like(posterior)
+        matched[np.argsort(prior, kind="stable")] = posterior
+        return mean + sd * matched
+
+    scalar_update = _scalar_update
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the cycle check
+
+CYCLE_LAWS = {"cauchy": {"noise": "cauchy"}, "gaussian": {"noise": "gaussian"}, "student_t": {"noise": "student_t", "df": 1.5}}
+TUNING_GRID = [(i, r) for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]  # (inflation, relaxation)
+
+
+def cycle_check(steps, *, laws=("cauchy", "gaussian"), seeds=(21, 22, 23), cycles=600, spin_up=100, tune_cycles=300,
+                tune_seeds=(1000,), members=N_MEMBERS, localization_radius=None, out=None):
+    """Tune each step (inflation x relaxation of :data:`TUNING_GRID`) on the tuning problems, then run held-out seeds.
+
+    ``steps``: name -> unbound serial step. Rows: law, seed, method, setting,
+    RMSE, spread, diverged, seconds per cycle, ratio of RMSE to the first
+    step's (the reference) on the same seed.
+    """
+    from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+
+    rows = []
+    for law in laws:
+        tuning = [make_twin_problem(**CYCLE_LAWS[law], n_cycles=tune_cycles, random_state=s) for s in tune_seeds]
+        chosen = {}
+        for name, step in steps.items():
+            best = None
+            for inflation, relaxation in TUNING_GRID:
+                candidate = step.set_params(inflation=inflation, relaxation=relaxation,
+                                            localization_radius=localization_radius)
+                results = [twin_experiment(candidate, p, ensemble_size=members, spin_up=50, random_state=0)
+                           for p in tuning]
+                key = (sum(r.diverged for r in results), float(np.mean([r.rmse for r in results])))
+                print(f"# tune {law} {name} inflation {inflation} relaxation {relaxation}: {key}", flush=True)
+                if best is None or key < best[0]:
+                    best = (key, (inflation, relaxation))
+            chosen[name] = best[1]
+        for seed in seeds:
+            problem = make_twin_problem(**CYCLE_LAWS[law], n_cycles=cycles + spin_up, random_state=seed)
+            reference = None
+            for name, step in steps.items():
+                inflation, relaxation = chosen[name]
+                candidate = step.set_params(inflation=inflation, relaxation=relaxation,
+                                            localization_radius=localization_radius)
+                start = time.perf_counter()
+                result = twin_experiment(candidate, problem, ensemble_size=members, spin_up=spin_up, random_state=seed)
+                seconds = (time.perf_counter() - start) / (cycles + spin_up)
+                reference = result.rmse if reference is None else reference
+                row = {"law": law, "seed": seed, "method": name, "inflation": inflation, "relaxation": relaxation,
+                       "rmse": result.rmse, "spread": result.spread, "diverged": result.diverged,
+                       "cycles": cycles, "spin_up": spin_up, "seconds_per_cycle": seconds,
+                       "ratio": result.rmse / reference}
+                rows.append(row)
+                print(f"{law:9s} seed {seed} {name:12s} infl {inflation} relax {relaxation} rmse {result.rmse:.4f} "
+                      f"spread {result.spread:.4f} ratio {row['ratio']:.3f} diverged {result.diverged} "
+                      f"{seconds * 1e3:.1f} ms/cycle", flush=True)
+                if out is not None:
+                    new = not Path(out).exists()
+                    with open(out, "a", newline="") as f:
+                        writer = csv.DictWriter(f, fieldnames=list(row))
+                        if new:
+                            writer.writeheader()
+                        writer.writerow(row)
+    return rows
+
+
+def summary(rows):
+    """Mean quantile error (prior sd) per method: every cell, and the cells an observation can reach (Gaussian noise
+    never lands 10 or more sd of prior-plus-noise away, so those cells are left out of the second)."""
+    out = {}
+    for m in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == m]
+        reachable = [r["quantile_error"] for r in mine
+                     if r["law"] != "gaussian" or r["innovation"] < 5 * math.sqrt(1 + r["ratio"] ** 2)]
+        by_law = {law: float(np.mean([r["quantile_error"] for r in mine if r["law"] == law and
+                                      (law != "gaussian" or r["innovation"] < 5 * math.sqrt(1 + r["ratio"] ** 2))]))
+                  for law in dict.fromkeys(r["law"] for r in mine)}
+        out[m] = {"all": float(np.mean([r["quantile_error"] for r in mine])), "reachable": float(np.mean(reachable)),
+                  **by_law}
+    for m, v in out.items():
+        print(f"{m:>14s} " + " ".join(f"{k} {x:.3f}" for k, x in v.items()))
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--train", action="store_true", help="train the recipe and save the model")
+    parser.add_argument("--model", default="studies/results/learned_bayes/quantile_softmax.safetensors")
+    parser.add_argument("--n-priors", type=int, default=30000)
+    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--diagnostic", default="studies/results/learned_bayes/one_step.csv")
+    parser.add_argument("--cycle", default=None, help="csv for the cycle check (left out when not given)")
+    parser.add_argument("--cycles", type=int, default=600)
+    parser.add_argument("--seeds", type=int, nargs="*", default=[21, 22, 23])
+    parser.add_argument("--laws", nargs="*", default=["cauchy", "gaussian"])
+    parser.add_argument("--relevel", action="store_true", help="also the learned update re-levelled to k / (N + 1)")
+    parser.add_argument("--old", default=None, help="pickle of the assimilation study's learned model, to compare")
+    parser.add_argument("--ceiling", default=None, help="model file of the ceiling (trained on exact posteriors)")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    from sklearn_measattn import load_model, save_model
+
+    if args.train:
+        model = train_learned_analysis(args.n_priors, draws=4, candidates=16, innovation_power=1.0,
+                                       max_epochs=args.epochs)
+        print(f"# trained in {model.fit_seconds_:.0f} s on {model.n_training_pairs_} pairs", flush=True)
+        save_model(model, args.model)
+    model = load_model(args.model)
+    steps = {"RHF": RankHistogramFilter(), "SerialEnKF": SerialEnKF()}
+    if args.old:  # the assimilation study's softmax/symlog model (a pickle of its cache)
+        import pickle
+
+        from sklearn_measattn.assimilation import LearnedAnalysis
+
+        with open(args.old, "rb") as f:
+            steps["old learned"] = LearnedAnalysis(pickle.load(f))
+    steps["learned"] = QuantileAnalysis(model)
+    if args.relevel:
+        steps["learned, re-levelled"] = QuantileAnalysis(model, relevel=True)
+    if args.ceiling:
+        steps["ceiling"] = QuantileAnalysis(load_model(args.ceiling))  # trained on the k / (N + 1) levels already
+    if args.diagnostic:
+        summary(diagnostic_table(steps, out=args.diagnostic))
+    if args.cycle:
+        cycle_check({"RHF": RankHistogramFilter(),
+                     "learned": QuantileAnalysis(model, relevel=args.relevel)},
+                    laws=args.laws, seeds=args.seeds, cycles=args.cycles, out=args.cycle)
+
+if __name__ == "__main__":
+    sys.exit(main())
