@@ -47,6 +47,7 @@ extensions = [
 templates_path = ["_templates"]
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "auto_examples/*.ipynb", "auto_examples/*.py",
                     "assimilation_results.rst",  # included by assimilation.rst
+                    "assimilation_reference_results.rst",  # included by assimilation.rst
                     "phase_diagram_results.rst"]  # included by phase_diagram.rst
 root_doc = "index"
 default_role = "literal"
