@@ -127,7 +127,8 @@ def one_step_diagnostic(steps, *, law="cauchy", ratio=1.0, innovations=INNOVATIO
     return rows
 
 
-def diagnostic_table(steps, *, laws=("gaussian", "student_t3", "student_t1.5", "cauchy"), ratios=RATIOS, priors=("gaussian", "skewed"),
+def diagnostic_table(steps, *, laws=("gaussian", "student_t3", "student_t1.5", "cauchy"), ratios=RATIOS,
+                     priors=("gaussian", "skewed"),
                      n_priors=20, seed=0, out=None, verbose=True):
     rows = []
     for prior in priors:
