@@ -46,7 +46,13 @@ from ._baselines import (
     localization_matrix,
 )
 from ._dapper import DAPPER_METHODS, dapper_method, run_dapper
-from ._learned import ANALYSIS_FEATURES, LearnedAnalysis, analysis_features, make_analysis_training_data
+from ._learned import (
+    ANALYSIS_FEATURES,
+    RANKED_ANALYSIS_FEATURES,
+    LearnedAnalysis,
+    analysis_features,
+    make_analysis_training_data,
+)
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
 from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
@@ -57,6 +63,7 @@ __all__ = [
     "ANALYSIS_NAMES",
     "DAPPER_METHODS",
     "DIVERGENCE_RULE",
+    "RANKED_ANALYSIS_FEATURES",
     "AnalysisStep",
     "EnKF",
     "KernelDensityObservationModel",

@@ -18,16 +18,21 @@ from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, Seria
 from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described
 from ._twin import _checked_problem, _run, resolve_analysis
 
-__all__ = ["ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data"]
+__all__ = [
+    "ANALYSIS_FEATURES", "RANKED_ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data",
+]
 
-_REFLECTION = np.array([-1.0, -1.0, 1.0, 1.0])  # x -> -x negates the member and the innovation features
+# x -> -x negates the member, its centred rank and the innovation, and leaves the noise's features
+_REFLECTED = {"member": -1.0, "rank": -1.0, "innovation": -1.0, "log_noise_ratio": 1.0, "noise_tail": 1.0}
 
 #: The features of every member of the scalar ensembles a learned analysis sees, in order.
 ANALYSIS_FEATURES = ("member", "innovation", "log_noise_ratio", "noise_tail")
+#: The same with each member's centred rank ``k / (N + 1) - 1/2`` second: its quantile level under the rank histogram.
+RANKED_ANALYSIS_FEATURES = ("member", "rank", "innovation", "log_noise_ratio", "noise_tail")
 
 
-def analysis_features(prior, observation, *, noise_scale, noise_tail):
-    """The input measure of a learned scalar update: one point per member, four features.
+def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False, noise_ratio_range=None):
+    """The input measure of a learned scalar update: one point per member, four features (five with ``rank``).
 
     For the ensemble ``prior`` of one observed variable, with mean ``m`` and
     standard deviation ``s`` (``ddof=1``), and its observation ``o``:
@@ -37,10 +42,14 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail):
       when the noise is (a Cauchy outlier gives values of 1e3 and more);
     - ``log_noise_ratio``: ``log(noise_scale / s)``, how sharp the observation
       is against the forecast;
-    - ``noise_tail``: ``1 / df`` of the noise law (0 Gaussian, 1 Cauchy).
+    - ``noise_tail``: ``1 / df`` of the noise law (0 Gaussian, 1 Cauchy);
+    - with ``rank=True``, ``rank``: ``k / (N + 1) - 1/2`` for the member of
+      rank ``k`` (1 to ``N``, ties in member order), second, as in
+      :data:`RANKED_ANALYSIS_FEATURES`: the quantile level at which the rank
+      histogram filter places the member.
 
     Standardising makes one model serve every variable, scale and ensemble
-    size; the last two features let it serve every noise scale and law.
+    size; the noise's features let it serve every noise scale and law.
 
     Parameters
     ----------
@@ -52,10 +61,15 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail):
         Scale of the observation noise.
     noise_tail : float
         ``1 / df`` of its law.
+    rank : bool, default=False
+        Add the centred rank as the second feature.
+    noise_ratio_range : (float, float) or None, default=None
+        Clip ``noise_scale / s`` to this range first (the ratios a model was
+        trained on), or not.
 
     Returns
     -------
-    features : ndarray of shape (..., n_members, 4)
+    features : ndarray of shape (..., n_members, 4) or (..., n_members, 5)
     centre, scale : ndarray of shape (...)
         ``m`` and ``s``: a standardised output ``u`` means ``m + s * u``.
 
@@ -72,13 +86,14 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail):
     scale = prior.std(axis=-1, ddof=1)
     member = (prior - centre[..., None]) / scale[..., None]
     innovation = (np.asarray(observation, dtype=np.float64) - centre) / scale
+    ratio = noise_scale / scale if noise_ratio_range is None else np.clip(noise_scale / scale, *noise_ratio_range)
     shape = member.shape
-    features = np.stack(
-        [member, np.broadcast_to(innovation[..., None], shape), np.broadcast_to(np.log(noise_scale / scale)[..., None], shape),
-         np.full(shape, float(noise_tail))],
-        axis=-1,
-    )
-    return features, centre, scale
+    columns = [member, np.broadcast_to(innovation[..., None], shape), np.broadcast_to(np.log(ratio)[..., None], shape),
+               np.full(shape, float(noise_tail))]
+    if rank:
+        order = np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable")
+        columns.insert(1, (order + 1.0) / (shape[-1] + 1.0) - 0.5)
+    return np.stack(columns, axis=-1), centre, scale
 
 
 class LearnedAnalysis(SerialEnKF):
@@ -129,7 +144,9 @@ class LearnedAnalysis(SerialEnKF):
     ----------
     estimator : fitted estimator
         A measure-to-measure regressor with ``predict``, fitted on inputs of
-        the 4 features of :data:`ANALYSIS_FEATURES` and 1 output feature,
+        the 4 features of :data:`ANALYSIS_FEATURES` (or the 5 of
+        :data:`RANKED_ANALYSIS_FEATURES`: the step gives it the features it
+        was fitted on) and 1 output feature,
         e.g. :class:`~sklearn_measattn.MeasureTransformerRegressor`. A
         ``MeasureTransformerRegressor`` runs its network directly (batched in
         torch, without re-validation at every cycle).
@@ -144,6 +161,12 @@ class LearnedAnalysis(SerialEnKF):
         Relaxation to prior spread after the update, in [0, 1) (see
         :class:`SerialEnKF`): a learned update that is slightly over-confident
         at each of many serial steps would otherwise shrink the ensemble.
+    noise_ratio_range : (float, float) or None, default=None
+        The range of ``noise_scale / s`` (the noise against the prior's
+        standard deviation) the model was trained on: ratios outside it are
+        clipped to it, so the model is never asked about sharper or vaguer
+        observations than it saw (beyond them Bayes' rule changes little).
+        None: no clipping.
 
     Examples
     --------
@@ -167,14 +190,17 @@ class LearnedAnalysis(SerialEnKF):
         "inflation": [INFLATION],
         "localization_radius": LOCALIZATION,
         "relaxation": [RELAXATION],
+        "noise_ratio_range": [tuple, list, None],
     }
 
-    def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0):
+    def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0,
+                 noise_ratio_range=None):
         self.estimator = estimator
         self.update = update
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.relaxation = relaxation
+        self.noise_ratio_range = noise_ratio_range
 
     def _prepare(self):
         super()._prepare()
@@ -182,12 +208,22 @@ class LearnedAnalysis(SerialEnKF):
         check_is_fitted(estimator)
         n_in = getattr(estimator, "n_features_in_", None)
         n_out = getattr(estimator, "n_features_out_", 1)
-        if n_in != len(ANALYSIS_FEATURES) or n_out != 1:
+        if n_in not in (len(ANALYSIS_FEATURES), len(RANKED_ANALYSIS_FEATURES)) or n_out != 1:
             raise ValueError(
                 f"LearnedAnalysis needs an estimator fitted on measures of the {len(ANALYSIS_FEATURES)} features "
-                f"{ANALYSIS_FEATURES} with targets of 1 feature; this one has n_features_in_={n_in}, "
-                f"n_features_out_={n_out}. Fit it on make_analysis_training_data(...)."
+                f"{ANALYSIS_FEATURES} (or the {len(RANKED_ANALYSIS_FEATURES)} of {RANKED_ANALYSIS_FEATURES}) with "
+                f"targets of 1 feature; this one has n_features_in_={n_in}, n_features_out_={n_out}. Fit it on "
+                "make_analysis_training_data(...)."
             )
+        ratio_range = self.noise_ratio_range
+        if ratio_range is not None and not (
+            len(ratio_range) == 2 and all(np.isfinite(ratio_range)) and 0 < ratio_range[0] < ratio_range[1]
+        ):
+            raise ValueError(
+                f"noise_ratio_range must be None or (low, high) with 0 < low < high, both finite; got {ratio_range!r}."
+            )
+        self.features_ = RANKED_ANALYSIS_FEATURES if n_in == len(RANKED_ANALYSIS_FEATURES) else ANALYSIS_FEATURES
+        self._reflection = np.array([_REFLECTED[name] for name in self.features_])
         model = self.observation_model_
         self.noise_tail_ = model.tail
         self._network = getattr(getattr(estimator, "net_", None), "module_", None)
@@ -205,7 +241,7 @@ class LearnedAnalysis(SerialEnKF):
             self._network.eval()
 
     def _predict_standardised(self, features):
-        """(n_members, 4) features -> (n_members,) standardised posterior members, in increasing order.
+        """(n_members, n_features) features -> (n_members,) standardised posterior members, in increasing order.
 
         The model runs on the problem and on its reflection ``x -> -x``
         (members and innovation negated) in one batch, and the sorted members
@@ -213,7 +249,7 @@ class LearnedAnalysis(SerialEnKF):
         rule commutes with the reflection for the symmetric noise laws here,
         and the average removes the part of the model's error that does not.
         """
-        batch = np.stack([features, features * _REFLECTION])
+        batch = np.stack([features, features * self._reflection])
         estimator = self.estimator
         if self._network is None:
             out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(2, -1)
@@ -233,7 +269,8 @@ class LearnedAnalysis(SerialEnKF):
 
     def scalar_update(self, prior, observation):
         features, centre, scale = analysis_features(
-            prior, observation, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_
+            prior, observation, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_,
+            rank=self.features_ is RANKED_ANALYSIS_FEATURES, noise_ratio_range=self.noise_ratio_range,
         )
         posterior = self._predict_standardised(features)
         if self.update == "ensemble":
@@ -241,7 +278,8 @@ class LearnedAnalysis(SerialEnKF):
             matched[np.argsort(prior, kind="stable")] = posterior
             return centre + scale * matched
         # "moments": the learned posterior's mean and spread move the prior's own members, its spread bounded below
-        kalman_shrink = 1.0 / np.sqrt(1.0 + np.exp(-2.0 * features[0, 2]))  # sqrt(r^2 / (1 + r^2)), r = noise / s
+        log_ratio = features[0, self.features_.index("log_noise_ratio")]
+        kalman_shrink = 1.0 / np.sqrt(1.0 + np.exp(-2.0 * log_ratio))  # sqrt(r^2 / (1 + r^2)), r = noise / s
         spread = max(posterior.std(ddof=1), kalman_shrink)
         return centre + scale * (posterior.mean() + spread * features[:, 0])
 
