@@ -109,6 +109,7 @@ def test_every_other_observes_the_even_variables():
     assert ObservationModel(n_variables=7, observed="every_other").observed.tolist() == [0, 2, 4, 6]
 
 
+@pytest.mark.slow
 def test_problem_pairs_each_observation_with_the_next_truth():
     problem = make_twin_problem(n_variables=10, noise="gaussian", noise_scale=1e-6, n_cycles=30, random_state=0)
     np.testing.assert_allclose(problem.observations, problem.truth[1:], atol=1e-4)
@@ -117,6 +118,7 @@ def test_problem_pairs_each_observation_with_the_next_truth():
     assert 2.5 < problem.climatological_std < 5.0
 
 
+@pytest.mark.slow
 def test_same_seed_same_truth_and_observations():
     first = make_twin_problem(n_variables=8, n_cycles=20, noise="cauchy", random_state=3)
     again = make_twin_problem(n_variables=8, n_cycles=20, noise="cauchy", random_state=3)
@@ -136,6 +138,7 @@ def test_lorenz96_conserves_energy_without_forcing_and_damping():
 # --------------------------------------------------------------------------- #
 # The experiment
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 def test_a_perfect_analysis_scores_zero_rmse():
     problem = make_twin_problem(n_variables=8, n_cycles=40, random_state=0)
     truths = iter(problem.truth[1:])
@@ -162,6 +165,7 @@ def test_scores_per_cycle_are_the_package_scores():
     assert result.rmse == pytest.approx(result.rmse_per_cycle[2:].mean())
 
 
+@pytest.mark.slow
 def test_enkf_tracks_the_truth_and_beats_no_update():
     enkf = twin_experiment(EnKF(inflation=1.1), **SMALL, random_state=0)
     free = twin_experiment("none", **SMALL, random_state=0)
@@ -169,6 +173,7 @@ def test_enkf_tracks_the_truth_and_beats_no_update():
     assert 0.3 < enkf.spread / enkf.rmse < 3.0
 
 
+@pytest.mark.slow
 def test_cauchy_noise_breaks_the_plain_enkf_but_not_the_robust_ones():
     problem = make_twin_problem(n_variables=10, noise="cauchy", n_cycles=300, random_state=1)
     plain = twin_experiment(EnKF(inflation=1.1), problem, ensemble_size=20, spin_up=50, random_state=0)
@@ -189,6 +194,7 @@ def test_divergence_stops_the_run_and_is_not_averaged_away():
     assert np.isinf(result.rmse) and np.all(np.isinf(result.rmse_per_cycle))
 
 
+@pytest.mark.slow
 def test_losing_the_truth_is_divergence():
     problem = make_twin_problem(n_variables=8, n_cycles=150, random_state=0)
     wrong = problem.truth[::-1].copy()  # a finite analysis that is nowhere near the truth
@@ -202,6 +208,7 @@ def test_losing_the_truth_is_divergence():
     assert np.isfinite(result.rmse)
 
 
+@pytest.mark.slow
 def test_particle_filter_with_many_members_beats_the_robust_enkf_under_cauchy_noise():
     problem = make_twin_problem(n_variables=6, observed="every_other", noise="cauchy", n_cycles=200, random_state=2)
     bayes = twin_experiment(ParticleFilter(jitter=0.2), problem, ensemble_size=1500, spin_up=40, random_state=0)
@@ -209,6 +216,7 @@ def test_particle_filter_with_many_members_beats_the_robust_enkf_under_cauchy_no
     assert not bayes.diverged and bayes.rmse < robust.rmse
 
 
+@pytest.mark.slow
 def test_localization_lets_a_small_ensemble_filter_many_variables():
     problem = make_twin_problem(n_variables=40, n_cycles=200, random_state=0)
     local = twin_experiment(EnKF(inflation=1.1, localization_radius=4.0), problem, ensemble_size=15, spin_up=50,
@@ -227,6 +235,7 @@ def test_gaspari_cohn_is_a_compact_taper():
     assert np.all(np.linalg.eigvalsh(matrix) > -1e-10)  # a correlation matrix
 
 
+@pytest.mark.slow
 def test_relaxation_restores_forecast_spread():
     problem = make_twin_problem(n_variables=8, n_cycles=60, random_state=0)
     tight = twin_experiment(SerialEnKF(), problem, ensemble_size=10, spin_up=10, random_state=0)
@@ -256,12 +265,14 @@ def test_bad_parameters_are_refused_before_any_work(kwargs, match):
         twin_experiment(**{"n_variables": 8, "n_cycles": 20, "spin_up": 5, **kwargs})
 
 
+@pytest.mark.slow
 def test_a_problem_and_its_settings_are_not_both_given():
     problem = make_twin_problem(n_variables=8, n_cycles=20, random_state=0)
     with pytest.raises(InvalidParameterError, match="noise"):
         twin_experiment("enkf", problem, noise="cauchy", spin_up=5)
 
 
+@pytest.mark.slow
 def test_an_analysis_of_the_wrong_shape_is_reported():
     with pytest.raises(ValueError, match="one analysis member per forecast member"):
         twin_experiment(lambda forecast, observation: forecast[:-1], **SMALL)
@@ -286,6 +297,7 @@ def test_analysis_features_standardise_members_and_innovation():
     np.testing.assert_allclose(features[:, 0, 2], np.log(2.0 / scale))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["member", "truth"])
 def test_training_pairs_have_the_shape_and_law_of_their_target(target):
     X, y = make_analysis_training_data(n_variables=8, noise="gaussian", n_cycles=80, spin_up=10, ensemble_size=10,
@@ -314,6 +326,7 @@ class _KalmanModel(BaseEstimator):
         return (gain * innovation + np.sqrt(ratio2 * gain) * member)[..., None]
 
 
+@pytest.mark.slow
 def test_learned_analysis_with_the_kalman_rule_is_the_serial_enkf():
     problem = make_twin_problem(n_variables=8, n_cycles=60, random_state=0)
     learned = twin_experiment(LearnedAnalysis(_KalmanModel().fit(), inflation=1.05), problem, ensemble_size=10,
@@ -322,6 +335,7 @@ def test_learned_analysis_with_the_kalman_rule_is_the_serial_enkf():
     np.testing.assert_allclose(learned.rmse_per_cycle, serial.rmse_per_cycle, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_learned_analysis_refuses_a_model_of_other_features():
     from sklearn_measattn.datasets import make_matrix_inverse
 
@@ -331,6 +345,7 @@ def test_learned_analysis_refuses_a_model_of_other_features():
         twin_experiment(LearnedAnalysis(model), n_variables=8, n_cycles=5, spin_up=1)
 
 
+@pytest.mark.slow
 def test_learned_analysis_runs_a_fitted_transformer_in_the_cycle_fast():
     X, y = make_analysis_training_data(n_variables=8, noise="cauchy", n_cycles=60, spin_up=10, ensemble_size=10,
                                        random_state=0)
@@ -350,6 +365,7 @@ def test_learned_analysis_runs_a_fitted_transformer_in_the_cycle_fast():
     np.testing.assert_allclose(direct, 0.5 * (via_predict + mirrored), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_learned_moments_update_with_the_kalman_rule_is_the_serial_enkf():
     problem = make_twin_problem(n_variables=8, n_cycles=40, random_state=0)
     moments = twin_experiment(LearnedAnalysis(_KalmanModel().fit(), update="moments", inflation=1.05), problem,
@@ -358,6 +374,7 @@ def test_learned_moments_update_with_the_kalman_rule_is_the_serial_enkf():
     np.testing.assert_allclose(moments.rmse_per_cycle, serial.rmse_per_cycle, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_learned_analysis_leaves_torch_threads_as_they_were():
     import torch
 

@@ -50,6 +50,7 @@ def no_dapper(monkeypatch):
 # --------------------------------------------------------------------------- #
 # Without DAPPER
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 def test_missing_dapper_raises_import_error_naming_the_extra(no_dapper, gaussian):
     with pytest.raises(ImportError, match=r"pip install sklearn-measattn\[assimilation\]"):
         run_dapper("EnKF", gaussian, ensemble_size=10, spin_up=50, infl=1.02)

@@ -69,6 +69,7 @@ def _forecast(n_members=10, n_variables=6, seed=0):
 # --------------------------------------------------------------------------- #
 # Each analysis step, one cycle
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STEPS)
 def test_a_cycle_without_any_observation_is_a_pure_forecast(name, learned_model):
     model = ObservationModel(n_variables=6, observed=[0, 2, 3, 5])
@@ -133,6 +134,7 @@ def test_a_step_refuses_an_infinite_or_misshapen_observation(observation, match)
 # --------------------------------------------------------------------------- #
 # Cycled experiments with missing observations
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STEPS)
 def test_a_twin_experiment_with_missing_observations_scores_every_cycle(name, learned_model, gappy):
     cycles = {}
@@ -192,6 +194,7 @@ def _marked(array):
     return np.full(np.shape(array), MARKER)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [
@@ -221,6 +224,7 @@ def test_a_bad_problem_is_refused_when_made_and_never_printed(problem, change, e
     assert str(MARKER) not in str(caught.value) and "[[" not in str(caught.value)
 
 
+@pytest.mark.slow
 def test_nan_observations_are_missing_not_refused(problem):
     observations = problem.observations.copy()
     observations[2] = np.nan
@@ -230,6 +234,7 @@ def test_nan_observations_are_missing_not_refused(problem):
     assert problem.n_missing == 0
 
 
+@pytest.mark.slow
 def test_a_problem_changed_in_place_is_refused_before_any_cycle(problem):
     problem.observations[4, 1] = np.inf  # after the problem was checked
     step, calls = _recording_step()
@@ -303,6 +308,7 @@ def test_dapper_assimilates_the_present_observations_and_scores_every_cycle(meth
     assert not result.diverged and result.rmse < 0.5 * free.rmse
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", list(DAPPER_SETTINGS))
 def test_dapper_leaves_a_cycle_without_observation_to_the_forecast(method, problem):
     pytest.importorskip("dapper")
@@ -319,6 +325,7 @@ def test_dapper_leaves_a_cycle_without_observation_to_the_forecast(method, probl
     assert theirs.rmse_per_cycle[1] != pytest.approx(free.rmse_per_cycle[1], rel=1e-3)  # cycle 1 is observed
 
 
+@pytest.mark.slow
 def test_dapper_assimilates_what_the_package_assimilates_when_some_are_missing(problem):
     """DAPPER's ETKF and the package's serial EAKF, two square roots of one Kalman update, on the same gaps.
 

@@ -90,6 +90,7 @@ def rank_histogram_density(members):
 # tolerances are twice and three times those. With draws, the sample's skewness and kurtosis (standard errors
 # sqrt(6/N) = 0.055 and sqrt(24/N) = 0.11) make the exact Bayes update differ from the Kalman one (measured
 # over 40 seeds: standard deviations of 0.010 sd on the mean and 1.2 % on the sd): tolerances of 4 of those.
+@pytest.mark.slow
 @pytest.mark.parametrize("prior", ["rank_histogram", "kernel"])
 @pytest.mark.parametrize(("members", "mean_tol", "sd_tol"), [("quantiles", 0.006, 0.01), ("draws", 0.04, 0.05)])
 @pytest.mark.parametrize(("noise_variance", "observation"), [(1.0, 4.0), (0.25, 5.0), (4.0, -1.0)])
@@ -287,6 +288,7 @@ def test_relaxation_widens_the_analysis():
 # --------------------------------------------------------------------------- #
 # Parameters
 # --------------------------------------------------------------------------- #
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("params", "name"),
     [

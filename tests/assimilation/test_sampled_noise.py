@@ -122,6 +122,7 @@ def test_sampled_model_has_no_density():
     assert "sampled(n_errors=300)" in repr(model)
 
 
+@pytest.mark.slow
 def test_sampled_model_in_a_twin_problem_and_missing_observations():
     errors = contaminated_errors(1000, random_state=7)
     model = SampledObservationModel(errors, n_variables=8, observed="every_other")
@@ -174,6 +175,7 @@ def test_sampled_model_refuses_bad_parameters():
 # --- the fitted densities -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fit_student_t_recovers_df_and_scale():
     errors = stats.t.rvs(2.5, scale=1.7, size=20_000, random_state=8)
     model = SampledObservationModel(errors, n_variables=6, observed="every_other")
@@ -186,6 +188,7 @@ def test_fit_student_t_recovers_df_and_scale():
     assert model.variance == pytest.approx(np.var(errors, ddof=1))  # df > 2: the sample variance
 
 
+@pytest.mark.slow
 def test_fit_student_t_of_heavy_and_gaussian_samples():
     cauchy = SampledObservationModel(np.random.default_rng(9).standard_cauchy(3000), n_variables=4)
     assert cauchy.fit_student_t().df == pytest.approx(1.0, rel=0.15)
