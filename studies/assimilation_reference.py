@@ -164,7 +164,8 @@ def _params(step):
     params.pop("estimator", None)
     return ", ".join(f"{key}={value}" for key, value in sorted(params.items()) if value is not None
                      and key not in ("localization_radius", "n_grid", "bandwidth", "variance_factor", "update",
-                                     "likelihood", "prior") and not (key == "relaxation" and value == 0.0))
+                                     "likelihood", "prior", "relevel", "spread_floor", "noise_ratio_range")
+                     and not (key == "relaxation" and value == 0.0))
 
 
 def _per_seed(values):
