@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn import MeasureTransformerRegressor
@@ -71,7 +72,7 @@ class _LaplaceNoise(ObservationModel):
     """Laplace noise of scale ``noise_scale``: a law of a subclass's own, through the two methods."""
 
     def standard_noise(self, size, random_state=None):
-        return np.random.default_rng(random_state).laplace(size=size)
+        return check_random_state(random_state).laplace(size=size)
 
     def log_density(self, residual):
         return stats.laplace.logpdf(np.asarray(residual) / self.noise_scale) - np.log(self.noise_scale)
