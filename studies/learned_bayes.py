@@ -68,7 +68,7 @@ _REFLECTION = np.array([-1.0, 1.0, -1.0, 1.0, 1.0])  # x -> -x: member and innov
 
 def scalar_update_of(step):
     """The bound step's scalar update, public or private name."""
-    return getattr(step, "scalar_update", None) or step._scalar_update
+    return step.scalar_update
 
 
 def bound_step(step, law, noise_scale):
@@ -366,11 +366,7 @@ class QuantileAnalysis(SerialEnKF):
         self._sx = est.transform_X_.scale
         self._sy = est.transform_y_.scale
 
-    def _analyse(self, forecast, observation):
-        with torch.no_grad():
-            return super()._analyse(forecast, observation)
-
-    def _scalar_update(self, prior, observation):
+    def scalar_update(self, prior, observation):
         mean, sd = prior.mean(), prior.std(ddof=1)
         if not sd > 0:
             return prior.copy()
@@ -404,8 +400,6 @@ class QuantileAnalysis(SerialEnKF):
         matched = np.empty_like(posterior)
         matched[np.argsort(prior, kind="stable")] = posterior
         return mean + sd * matched
-
-    scalar_update = _scalar_update
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -111,18 +111,25 @@ def _check_method_params(method, method_params):
     validate_parameter_constraints(table, dict(method_params), caller_name=f"run_dapper (DAPPER's {method})")
 
 
-def _import_dapper():
+@contextlib.contextmanager
+def _dapper_imports(caller):
+    """Import DAPPER's modules inside, quietly; without DAPPER, an ImportError that says how to install it."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # DAPPER prints a liveplotting notice on import
-            import dapper.mods as modelling
-            from dapper.da_methods.ensemble import LETKF, EnKF
-            from dapper.da_methods.particle import PartFilt
-            from dapper.tools import progressbar, seeding
-            from dapper.tools.localization import nd_Id_localization
+            yield
     except ImportError as error:
         raise ImportError(
-            f"run_dapper needs DAPPER (the optional dependency of the assimilation extra): {_INSTALL}"
+            f"{caller} needs DAPPER (the optional dependency of the assimilation extra): {_INSTALL}"
         ) from error
+
+
+def _import_dapper():
+    with _dapper_imports("run_dapper"):
+        import dapper.mods as modelling
+        from dapper.da_methods.ensemble import LETKF, EnKF
+        from dapper.da_methods.particle import PartFilt
+        from dapper.tools import progressbar, seeding
+        from dapper.tools.localization import nd_Id_localization
     return modelling, {"EnKF": EnKF, "LETKF": LETKF, "PartFilt": PartFilt}, progressbar, seeding, nd_Id_localization
 
 
@@ -437,17 +444,12 @@ _MIN_VARIABLES = 4  # ObservationModel's least state dimension
 
 
 def _import_da_method():
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # DAPPER prints a liveplotting notice on import
-            from dapper.da_methods import da_method
-            from dapper.da_methods.ensemble import add_noise
-            from dapper.tools import seeding
-            from dapper.tools.progressbar import progbar
-            from dapper.tools.randvars import GaussRV
-    except ImportError as error:
-        raise ImportError(
-            f"dapper_method needs DAPPER (the optional dependency of the assimilation extra): {_INSTALL}"
-        ) from error
+    with _dapper_imports("dapper_method"):
+        from dapper.da_methods import da_method
+        from dapper.da_methods.ensemble import add_noise
+        from dapper.tools import seeding
+        from dapper.tools.progressbar import progbar
+        from dapper.tools.randvars import GaussRV
     return da_method, add_noise, seeding, progbar, GaussRV
 
 
