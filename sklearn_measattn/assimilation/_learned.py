@@ -167,6 +167,13 @@ class LearnedAnalysis(SerialEnKF):
         clipped to it, so the model is never asked about sharper or vaguer
         observations than it saw (beyond them Bayes' rule changes little).
         None: no clipping.
+    batch_disjoint : bool, default=False
+        With localisation, update together the observations whose
+        localisation supports do not overlap, in one forward pass of the
+        network per group (see :class:`SerialEnKF`: the same filter with the
+        observations in another order). The network's cost is mostly per
+        call, so this divides the step's time by about the number of
+        observations per group (five at 40 variables and radius 2).
 
     Examples
     --------
@@ -191,16 +198,18 @@ class LearnedAnalysis(SerialEnKF):
         "localization_radius": LOCALIZATION,
         "relaxation": [RELAXATION],
         "noise_ratio_range": [tuple, list, None],
+        "batch_disjoint": ["boolean"],
     }
 
     def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0,
-                 noise_ratio_range=None):
+                 noise_ratio_range=None, batch_disjoint=False):
         self.estimator = estimator
         self.update = update
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.relaxation = relaxation
         self.noise_ratio_range = noise_ratio_range
+        self.batch_disjoint = batch_disjoint
 
     def _prepare(self):
         super()._prepare()
@@ -241,25 +250,26 @@ class LearnedAnalysis(SerialEnKF):
             self._network.eval()
 
     def _predict_standardised(self, features):
-        """(n_members, n_features) features -> (n_members,) standardised posterior members, in increasing order.
+        """(n_updates, n_members, n_features) features -> (n_updates, n_members) standardised posteriors, each sorted.
 
-        The model runs on the problem and on its reflection ``x -> -x``
+        The model runs on every problem and on its reflection ``x -> -x``
         (members and innovation negated) in one batch, and the sorted members
         of the two posteriors (the second reflected back) are averaged: Bayes'
         rule commutes with the reflection for the symmetric noise laws here,
         and the average removes the part of the model's error that does not.
         """
-        batch = np.stack([features, features * self._reflection])
+        n_updates = features.shape[0]
+        batch = np.concatenate([features, features * self._reflection])
         estimator = self.estimator
         if self._network is None:
-            out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(2, -1)
+            out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(2 * n_updates, -1)
         else:
             X = self._transform(batch)
             with torch.no_grad():
                 out = self._network(torch.as_tensor(X, dtype=torch.float32, device=self._device))
             out = out.to(torch.float64).cpu().numpy()
-            out = self._inverse_transform(out).reshape(2, -1)
-        return 0.5 * (np.sort(out[0]) + np.sort(-out[1]))
+            out = self._inverse_transform(out).reshape(2 * n_updates, -1)
+        return 0.5 * (np.sort(out[:n_updates], axis=-1) + np.sort(-out[n_updates:], axis=-1))
 
     def analyse(self, forecast, observation):
         # one scalar ensemble is a small tensor: threads would wait for each other (set once per analysis:
@@ -268,21 +278,25 @@ class LearnedAnalysis(SerialEnKF):
             return super().analyse(forecast, observation)
 
     def scalar_update(self, prior, observation):
+        return self.scalar_updates(prior[None, :], np.asarray([observation], dtype=np.float64))[0]
+
+    def scalar_updates(self, priors, observations):
         features, centre, scale = analysis_features(
-            prior, observation, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_,
+            priors, observations, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_,
             rank=self.features_ is RANKED_ANALYSIS_FEATURES, noise_ratio_range=self.noise_ratio_range,
         )
-        posterior = self._predict_standardised(features)
+        posteriors = self._predict_standardised(features)
         if self.update == "ensemble":
-            matched = np.empty_like(posterior)
-            matched[np.argsort(prior, kind="stable")] = posterior
-            return centre + scale * matched
+            # the learned members go to the prior members by rank
+            matched = np.empty_like(posteriors)
+            np.put_along_axis(matched, np.argsort(priors, axis=-1, kind="stable"), posteriors, axis=-1)
+            return centre[:, None] + scale[:, None] * matched
         # "moments": the learned posterior's mean and spread move the prior's own members, its spread bounded below
-        log_ratio = features[0, self.features_.index("log_noise_ratio")]
+        log_ratio = features[:, 0, self.features_.index("log_noise_ratio")]
         kalman_shrink = 1.0 / np.sqrt(1.0 + np.exp(-2.0 * log_ratio))  # sqrt(r^2 / (1 + r^2)), r = noise / s
-        spread = max(posterior.std(ddof=1), kalman_shrink)
-        return centre + scale * (posterior.mean() + spread * features[:, 0])
-
+        spread = np.maximum(posteriors.std(axis=-1, ddof=1), kalman_shrink)
+        return centre[:, None] + scale[:, None] * (posteriors.mean(axis=-1, keepdims=True)
+                                                   + spread[:, None] * features[..., 0])
 
 @arrays_described
 @validate_params(

@@ -99,6 +99,9 @@ class RankHistogramFilter(SerialEnKF):
         assumed law (a Student-t fitted to a sample of errors while the truth
         draws from another, a Gaussian to see what the non-Gaussian prior
         alone gives); its observed variables are not used.
+    batch_disjoint : bool, default=False
+        With localisation, take the observations in groups whose updates
+        commute, as :class:`SerialEnKF` does (the same filter, another order).
 
     Attributes
     ----------
@@ -146,11 +149,12 @@ class RankHistogramFilter(SerialEnKF):
         "bandwidth": [POSITIVE_REAL, None],
         "n_grid": [NumberInterval(Integral, 100, None, closed="left", why="the grid must resolve the posterior")],
         "likelihood": [ObservationModel, None],
+        "batch_disjoint": ["boolean"],
     }
 
     def __init__(
         self, *, inflation=1.05, localization_radius=None, relaxation=0.0, prior="rank_histogram", bandwidth=None,
-        n_grid=2000, likelihood=None,
+        n_grid=2000, likelihood=None, batch_disjoint=False,
     ):
         self.inflation = inflation
         self.localization_radius = localization_radius
@@ -159,6 +163,7 @@ class RankHistogramFilter(SerialEnKF):
         self.bandwidth = bandwidth
         self.n_grid = n_grid
         self.likelihood = likelihood
+        self.batch_disjoint = batch_disjoint
 
     def _prepare(self):
         super()._prepare()

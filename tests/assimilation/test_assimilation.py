@@ -360,7 +360,7 @@ def test_learned_analysis_runs_a_fitted_transformer_in_the_cycle_fast():
     # the direct network path gives what predict gives
     step = LearnedAnalysis(model).bind(problem.observation_model)
     features = X[0]
-    direct = step._predict_standardised(features)
+    direct = step._predict_standardised(features[None])[0]
     via_predict = np.sort(model.predict(features[None])[0, :, 0])
     mirrored = np.sort(-model.predict((features * [-1, -1, 1, 1])[None])[0, :, 0])
     np.testing.assert_allclose(direct, 0.5 * (via_predict + mirrored), atol=1e-5)

@@ -348,7 +348,8 @@ def test_is_a_scikit_learn_estimator():
     step = RankHistogramFilter(prior="kernel", bandwidth=0.4, n_grid=500)
     assert clone(step).get_params() == step.get_params()
     assert sorted(step.get_params()) == [
-        "bandwidth", "inflation", "likelihood", "localization_radius", "n_grid", "prior", "relaxation",
+        "bandwidth", "batch_disjoint", "inflation", "likelihood", "localization_radius", "n_grid", "prior",
+        "relaxation",
     ]
     bound = step.bind(ObservationModel(n_variables=6), random_state=0)
     assert not hasattr(step, "observation_model_") and bound.observation_model_.n_variables == 6
