@@ -189,7 +189,7 @@ def render(rows, args):
             rmse_ratio = [row["rmse"] / reference[row["seed"]]["rmse"] for row in mine]
             crps_ratio = [row["crps"] / reference[row["seed"]]["crps"] for row in mine]
             table.append([
-                method, mine[0]["params"] or "-", _per_seed([row["rmse"] for row in mine]), _range(rmse_ratio),
+                method, mine[0]["params"] or "\u2014", _per_seed([row["rmse"] for row in mine]), _range(rmse_ratio),
                 _range(crps_ratio), f"{sum(row['diverged'] for row in mine)}/{len(mine)}",
                 f"{np.median([row['ms_per_cycle'] for row in mine]):.1f}",
             ])

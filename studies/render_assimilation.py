@@ -16,12 +16,19 @@ Rules fixed here, before reading the numbers:
   CRPS are both at most 0.8 times the best baseline's and it diverged in no
   seed; *meets the Gaussian goal* when its RMSE is at most 1.15 times;
 - ``a ± b``: the mean over seeds and half the range.
+
+Layout: each results table puts the columns it is read by (*diverged*, *RMSE /
+best*) right after the method and the long ``setting`` text last, and numbers
+keep their ``±`` on one line (non-breaking spaces), so that the tables read at
+a 1280 px window without a horizontal scroll bar; a missing value is an em
+dash, which reStructuredText does not read as a list item as it does ``-``.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -31,12 +38,19 @@ from sklearn_measattn.experiments import format_number, format_table
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTENTION = ROOT / "studies" / "results" / "assimilation_attention.csv"
-STUDIES = sorted(p for p in (ROOT / "studies" / "results").glob("assimilation*.csv") if p != ATTENTION)
+#: The held-out comparison with the rank histogram filter has its own columns and page section
+#: (``studies/assimilation_reference.py`` renders it).
+HELD_OUT = ROOT / "studies" / "results" / "assimilation_reference.csv"
+STUDIES = sorted(p for p in (ROOT / "studies" / "results").glob("assimilation*.csv") if p not in (ATTENTION, HELD_OUT))
 REPRODUCTION = ROOT / "studies" / "results" / "dapper_reproduction.csv"
 DOC = ROOT / "docs" / "assimilation_results.rst"
+NOISE_SHORT = {"gaussian": "Gaussian", "student_t": "Student-t", "cauchy": "Cauchy"}
 NOISE_TITLES = {"gaussian": "Gaussian noise", "student_t": "Student-t noise, 1.5 degrees of freedom", "cauchy": "Cauchy noise"}
 REFERENCES = ("none", "Bayes PF")
 HEAVY_GOAL, GAUSSIAN_GOAL = 0.8, 1.15
+#: A missing value in a table cell (a lone "-" would render as an empty bullet).
+MISSING = "\u2014"
+NBSP = "\u00a0"
 
 
 def _rows(path):
@@ -52,7 +66,30 @@ def _cell(values):
         return "inf"
     if len(values) == 1:
         return format_number(values[0])
-    return f"{format_number(values.mean())} ± {format_number((values.max() - values.min()) / 2, 2)}"
+    return f"{format_number(values.mean())}{NBSP}±{NBSP}{format_number((values.max() - values.min()) / 2, 2)}"
+
+
+def _short_floats(text):
+    """``ParticleFilter(jitter=0.5835425877484454)`` -> ``ParticleFilter(jitter=0.584)``."""
+    return re.sub(r"\d+\.\d{4,}", lambda m: f"{float(m.group()):.3g}", text)
+
+
+def _setting_text(setting):
+    """The tuned parameters without the class name the method column already gives.
+
+    ``SerialEnKF(clip=2.0, inflation=1.01)`` -> ``clip=2.0, inflation=1.01``;
+    ``{'infl': 1.02}`` (DAPPER's) -> ``infl: 1.02``.
+    """
+    if not setting:
+        return MISSING
+    text = re.sub(r"^\w+\((.*)\)", r"\1", _short_floats(setting))
+    text = re.sub(r"^\{(.*)\}$", r"\1", text).replace("'", "")
+    return text or "defaults"
+
+
+def _download(path):
+    """A link to a results file that Sphinx copies into the built site (it reads offline)."""
+    return f":download:`studies/results/{path.name} <../studies/results/{path.name}>`"
 
 
 def _system(row):
@@ -101,14 +138,17 @@ def render():
     if not rows:
         lines += ["No study results yet: run ``studies/assimilation_study.py``.", ""]
     else:
-        lines += [f"From {', '.join(f'``studies/results/{p.name}``' for p in STUDIES)} (one row per filter and seed). "
+        lines += [f"From {', '.join(_download(p) for p in STUDIES)} (one row per filter and seed, every "
+                  "column). "
                   "RMSE, spread, CRPS and energy score are time averages after spin-up over every variable, "
-                  "against the truth; ``inf`` means the run blew up and was stopped; *diverged* counts the seeds that "
-                  "diverged by the fixed rule (blew up, or lost the truth: RMSE over 50 cycles above the "
-                  "climatological standard deviation). *RMSE / best* is against the best tuned baseline of the table; "
-                  "*ESS/n* is the trained attention's effective sample size, as a fraction of the members, on the "
-                  "scalar ensembles the learned step meets in the cycle (all of them, and those whose innovation exceeds "
-                  "10 prior standard deviations); 1/n would mean every member attends to one.", ""]
+                  "against the truth; ``inf`` means the run blew up and was stopped; *diverged* ``k/n``: ``k`` of "
+                  "the ``n`` seeds diverged by the fixed rule (blew up, or lost the truth: RMSE over 50 cycles above "
+                  "the climatological standard deviation). *RMSE / best* is against the best tuned baseline of the "
+                  "table; *ESS/n* is the trained attention's effective sample size, as a fraction of the members, on "
+                  "the scalar ensembles the learned step meets in the cycle, all of them / those whose innovation "
+                  "exceeds 10 prior standard deviations (1/n would mean every member attends to one). The parameters "
+                  "each filter was tuned to follow each system's tables. "
+                  f"{MISSING}: does not apply.", ""]
     verdicts = []
     def standard_first(system):
         members, cycles = (int(part.split()[0]) for part in system.split(", ")[-2:])
@@ -116,6 +156,7 @@ def render():
 
     systems = sorted({key[0] for key in summaries}, key=standard_first)
     for members in systems:
+        settings = {}
         for noise, title in NOISE_TITLES.items():
             methods = [m for (mb, n, m) in summaries if mb == members and n == noise]
             if not methods:
@@ -133,16 +174,19 @@ def render():
                 ratio = s["rmse"] / best_rmse if np.isfinite(s["rmse"]) else np.inf
                 ess = group[0].get("attention_ess") or ""
                 ess_outliers = group[0].get("attention_ess_outliers") or ""
+                if ess or ess_outliers:
+                    attention = (f"{format_number(float(ess), 2) if ess else MISSING} / "
+                                 f"{format_number(float(ess_outliers), 2) if ess_outliers else MISSING}")
+                else:
+                    attention = MISSING
                 body.append([
-                    method, group[0]["setting"] or "-", _cell([r["rmse"] for r in group]),
-                    _cell([r["spread"] for r in group]), _cell([r["crps"] for r in group]),
-                    _cell([r["energy_score"] for r in group]), f"{s['diverged']}/{s['seeds']}",
-                    format_number(ratio, 3), format_number(float(ess), 2) if ess else "-",
-                    format_number(float(ess_outliers), 2) if ess_outliers else "-",
-                    f"{len(group)}x{group[0]['cycles']}",
+                    method, f"{s['diverged']}/{s['seeds']}", format_number(ratio, 3),
+                    _cell([r["rmse"] for r in group]), _cell([r["crps"] for r in group]),
+                    _cell([r["spread"] for r in group]), _cell([r["energy_score"] for r in group]), attention,
                 ])
-            header = ["method", "setting", "RMSE", "spread", "CRPS", "energy score", "diverged", "RMSE / best",
-                      "ESS/n", "ESS/n, outliers", "seeds x cycles"]
+                settings.setdefault(method, {})[noise] = _setting_text(group[0]["setting"])
+            header = ["method", "diverged", f"RMSE{NBSP}/{NBSP}best", "RMSE", "CRPS", "spread", "energy score",
+                      "ESS/n"]
             heading = f"{title}: {members}"
             lines += [heading, "-" * len(heading), ""]
             if best is None:
@@ -178,6 +222,12 @@ def render():
                 short = ", ".join(part for part in members.split(", ") if "observed" not in part)
                 verdicts.append([short, noise, method, format_number(rmse_ratio, 3), format_number(crps_ratio, 3),
                                  f"{s['diverged']}/{s['seeds']}", f"<= {goal}", verdict])
+        if settings:
+            laws = [noise for noise in NOISE_TITLES if any(noise in by_law for by_law in settings.values())]
+            lines += [f".. rubric:: Tuned settings: {members}", "",
+                      format_table(["method"] + [NOISE_SHORT[noise] for noise in laws],
+                                   [[method] + [by_law.get(noise, MISSING) for noise in laws]
+                                    for method, by_law in settings.items()], style="rst"), ""]
     if verdicts:
         lines += ["Goals", "-----", "",
                   "Each learned configuration against the best tuned baseline of the same noise law and ensemble size "
@@ -190,7 +240,7 @@ def render():
         innovations = sorted({float(r["innovation"]) for r in attention})
         models = sorted({r["model"] for r in attention})
         cells = {(r["model"], float(r["innovation"])): r for r in attention}
-        body = [[model] + [f"{format_number(float(cells[(model, d)]['attention_ess']), 2)} / "
+        body = [[model] + [f"{format_number(float(cells[(model, d)]['attention_ess']), 2)}{NBSP}/{NBSP}"
                            f"{format_number(float(cells[(model, d)]['spread']), 2)}" for d in innovations]
                 for model in models]
         lines += ["Collapse against the size of the innovation", "-------------------------------------------", "",
@@ -198,11 +248,12 @@ def render():
                   "model, on 40-member scalar ensembles under Cauchy noise with innovations of growing size, in "
                   "prior standard deviations (``studies/assimilation_attention.py``). ESS/n below "
                   "0.05 is attention-level collapse by the package's rule.", "",
-                  format_table(["model"] + [f"innovation {format_number(d)}" for d in innovations], body,
-                               style="rst"), ""]
+                  "Columns: the innovation, in prior standard deviations.", "",
+                  format_table(["model"] + [f"{d:g}" for d in innovations], body, style="rst"), ""]
     reproduction = _rows(REPRODUCTION)
     if reproduction:
-        body = [[r["case"], r["package"], r["analysis"] if r["package"] != "DAPPER" else r["filter"], r["members"],
+        body = [[r["case"], r["package"], _short_floats(r["analysis"] if r["package"] != "DAPPER" else r["filter"]),
+                 r["members"],
                  r["listed_rmse"], format_number(float(r["rmse"])),
                  "yes" if abs(float(r["rmse"]) / float(r["listed_rmse"]) - 1) <= 0.1 else "no", r["n_cycles"]]
                 for r in reproduction]

@@ -50,6 +50,10 @@ DOC = ROOT / "docs" / "phase_diagram_results.rst"
 STATIC = ROOT / "docs" / "_static"
 _SIZES = ("n_samples", "n_points", "n_test", "epochs", "d_model", "n_heads", "n_layers")
 _GRID_TAILS = [math.inf if t == "gaussian" else float(t) for t in TAILS]
+#: A missing value in a table cell: reStructuredText reads a lone "-" as an empty list item.
+MISSING = "\u2014"
+#: Keeps a number and its letter, or the parts of a range, on one line in a narrow column.
+NBSP = "\u00a0"
 
 
 def _float(value):
@@ -84,69 +88,94 @@ def _flag(value, yes, unsure):
     return yes if value is True else unsure if value is None else ""
 
 
+#: The figures' size in inches and the resolution they are saved at. The page shows
+#: them at the content column's width (about 900 px at a 1280 px window), so one
+#: inch of figure is about 100 px on screen and an 11 pt label about 15 px high;
+#: 150 dpi keeps them sharp on high-density screens.
+FIGURE_SIZE, FIGURE_DPI, CELL_FONT = (9.0, 8.0), 150, 11
+FACE_TITLES = {"collapse": "attention ESS/n (collapse below 0.05)",
+               "learned": "held-out energy / best no-model row (learned below 0.8)"}
+
+
+def figure_name(task, face):
+    return f"phase_diagram_{task}_{face}.png"
+
+
 def figures(rows):
+    """One figure per benchmark and face, without a transform (top) and on symlog data (bottom)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     written = []
-    for task in TASKS:
-        fig, axes = plt.subplots(2, 2, figsize=(13, 7.5), constrained_layout=True)
-        for col, transform in enumerate(("none", "symlog")):
-            for row_index, face in enumerate(("collapse", "learned")):
-                ax = axes[row_index, col]
-                if not any(r["task"] == task and r["transform"] == transform for r in rows):
-                    ax.set_axis_off()
-                    continue
-                PhaseDiagramDisplay.from_rows(rows, task=task, transform=transform, face=face,
-                                              kernels=list(PHASE_KERNELS), tail_indices=list(TAILS), ax=ax)
-        fig.suptitle(f"{task}: attention ESS/n (top) and held-out energy / best no-model row (bottom)\n"
-                     "solid bar: the values' integral diverges left of it; dashed: the weights' normaliser does; "
-                     "* seeds disagree; ? the learned rule cannot tell", fontsize=10)
-        path = STATIC / f"phase_diagram_{task}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+    with plt.rc_context({"font.size": CELL_FONT, "axes.titlesize": CELL_FONT + 1}):
+        for task in TASKS:
+            for face in ("collapse", "learned"):
+                fig, axes = plt.subplots(2, 1, figsize=FIGURE_SIZE, constrained_layout=True)
+                scale = {}
+                if face == "learned":  # one colour scale for both panels: one colour, one value
+                    ratios = [c["energy_vs_baseline"] for c in phase_cells(rows) if c["task"] == task
+                              and np.isfinite(c["energy_vs_baseline"])]
+                    scale = {"vmin": min([0.3, *ratios]), "vmax": max([1.5, *ratios])}
+                for ax, transform in zip(axes, ("none", "symlog")):
+                    if not any(r["task"] == task and r["transform"] == transform for r in rows):
+                        ax.set_axis_off()
+                        continue
+                    PhaseDiagramDisplay.from_rows(rows, task=task, transform=transform, face=face,
+                                                  kernels=list(PHASE_KERNELS), tail_indices=list(TAILS), ax=ax,
+                                                  fontsize=CELL_FONT, **scale)
+                    ax.set_title(f"{task}, {'no transform' if transform == 'none' else 'symlog data'}: "
+                                 f"{FACE_TITLES[face]}")
+                path = STATIC / figure_name(task, face)
+                fig.savefig(path, dpi=FIGURE_DPI)
+                plt.close(fig)
+                written.append(path)
     return written
 
 
-def cell_table(cells, task, transform):
-    by = {(c["kernel"], c["tail_index"]): c for c in cells if c["task"] == task and c["transform"] == transform}
+def cell_table(cells, task, face):
+    """One face of one benchmark, both transforms: mean value and verdict letters per (kernel, tail index)."""
     body = []
-    for kernel in PHASE_KERNELS:
-        if not any(k == kernel for k, _ in by):
-            continue
-        degrees = [c["learned_degree"] for (k, t), c in by.items()
-                   if k == kernel and not math.isinf(t) and not math.isnan(c["learned_degree"])]
-        threshold = kernel_threshold(kernel, transform=transform,
-                                     learned_degree=float(np.mean(degrees)) if degrees else None)
-        line = [kernel, "-" if threshold is None else f"{threshold:.3g}"]
-        for tail in _GRID_TAILS:
-            c = by.get((kernel, tail))
-            if c is not None and c["diverged"] == c["seeds"]:
-                line.append("diverged C")
+    for transform in ("none", "symlog"):
+        by = {(c["kernel"], c["tail_index"]): c for c in cells if c["task"] == task and c["transform"] == transform}
+        for kernel in PHASE_KERNELS:
+            if not any(k == kernel for k, _ in by):
                 continue
-            line.append("" if c is None else
-                        f"{format_number(c['attention_ess'], 2)}{_flag(c['collapsed'], ' C', ' c?')} | "
-                        f"{format_number(c['energy_vs_baseline'], 2)}{_learned_flag(c)}")
-        body.append(line)
-    return format_table(["kernel", "threshold"] + [_tail_text(t) for t in _GRID_TAILS], body, style="rst")
+            degrees = [c["learned_degree"] for (k, t), c in by.items()
+                       if k == kernel and not math.isinf(t) and not math.isnan(c["learned_degree"])]
+            threshold = kernel_threshold(kernel, transform=transform,
+                                         learned_degree=float(np.mean(degrees)) if degrees else None)
+            line = [kernel, transform, MISSING if threshold is None else f"{threshold:.3g}"]
+            for tail in _GRID_TAILS:
+                c = by.get((kernel, tail))
+                if c is None:
+                    line.append(MISSING)
+                elif c["diverged"] == c["seeds"]:
+                    line.append(f"diverged{NBSP}C" if face == "collapse" else "diverged")
+                elif face == "collapse":
+                    line.append(format_number(c["attention_ess"], 2) + _flag(c["collapsed"], f"{NBSP}C", f"{NBSP}c?"))
+                else:
+                    line.append(format_number(c["energy_vs_baseline"], 2) + _learned_flag(c).replace(" ", NBSP))
+            body.append(line)
+    return format_table(["kernel", "transform", "threshold"] + [_tail_text(t) for t in _GRID_TAILS], body,
+                        style="rst")
 
 
-def detail_table(cells):
+def detail_table(cells, task, transform):
+    """Every cell of one benchmark and transform, one row per (kernel, tail index)."""
     body = []
-    for c in sorted(cells, key=lambda c: (c["task"], c["transform"], list(PHASE_KERNELS).index(c["kernel"]),
-                                          c["tail_index"])):
-        body.append([c["task"], c["transform"], c["kernel"], _tail_text(c["tail_index"]),
+    for c in sorted((c for c in cells if c["task"] == task and c["transform"] == transform),
+                    key=lambda c: (list(PHASE_KERNELS).index(c["kernel"]), c["tail_index"])):
+        body.append([c["kernel"], _tail_text(c["tail_index"]),
                      str(c["seeds"]) + (f" ({c['diverged']} diverged)" if c["diverged"] else ""),
-                     f"{format_number(c['ess_min'], 2)}-{format_number(c['ess_max'], 2)}",
+                     f"{format_number(c['ess_min'], 2)}{NBSP}-{NBSP}{format_number(c['ess_max'], 2)}",
                      format_number(c["energy_vs_baseline"], 2),
-                     " > ".join(format_number(v, 2) for v in c["hidden_similarity"]),
-                     "" if math.isnan(c["learned_degree"]) else format_number(c["learned_degree"], 2),
+                     f"{NBSP}>{NBSP}".join(format_number(v, 2) for v in c["hidden_similarity"]) or MISSING,
+                     MISSING if math.isnan(c["learned_degree"]) else format_number(c["learned_degree"], 2),
                      format_number(c["log_weight_rate"], 2), format_number(c["fit_time"], 2)])
-    return format_table(["task", "transform", "kernel", "tail", "seeds", "ESS/n min-max", "ratio",
-                         "hidden similarity, embedding > blocks", "degree", "rate", "fit (s)"], body, style="rst")
+    return format_table(["kernel", "tail", "seeds", "ESS/n min-max", "ratio", "hidden similarity, embedding > blocks",
+                         "degree", "rate c", "fit (s)"], body, style="rst")
 
 
 def _with_extras(rows, cells):
@@ -167,11 +196,10 @@ def agreement_text(rows):
     table = phase_agreement(rows)
     weights = phase_agreement(rows, integral="weights")
     body = [[t["task"], t["transform"], t["kernel"], str(t["cells"]), str(t["near_boundary"]), str(t["no_threshold"]),
-             str(t["agree"]), str(t["collapsed_above"]), str(t["survived_below"]),
-             str(w["agree"]), str(w["collapsed_above"]), str(w["survived_below"])] for t, w in zip(table, weights)]
+             f"{t['agree']}{NBSP}/{NBSP}{w['agree']}", f"{t['collapsed_above']}{NBSP}/{NBSP}{w['collapsed_above']}",
+             f"{t['survived_below']}{NBSP}/{NBSP}{w['survived_below']}"] for t, w in zip(table, weights)]
     text = format_table(["task", "transform", "kernel", "cells", "near boundary", "no threshold",
-                         "agree (values)", "collapsed above", "survived below",
-                         "agree (weights)", "collapsed above", "survived below"], body, style="rst")
+                         "agree", "collapsed above", "survived below"], body, style="rst")
     return table, weights, text
 
 
@@ -192,11 +220,11 @@ def boundary_table(cells):
                 degree = float(np.mean(degrees)) if degrees else None
                 threshold = kernel_threshold(kernel, transform=transform, learned_degree=degree)
                 weight = kernel_threshold(kernel, transform=transform, learned_degree=degree, integral="weights")
-                body.append([task, transform, kernel, "-" if threshold is None else f"{threshold:.3g}",
-                             "-" if weight is None else f"{weight:.3g}",
+                body.append([task, transform, kernel, MISSING if threshold is None else f"{threshold:.3g}",
+                             MISSING if weight is None else f"{weight:.3g}",
                              ", ".join(f"{t:g}" for t in collapsed) or "none",
                              ", ".join(f"{t:g}" for t in survived) or "none",
-                             ", ".join(f"{t:g}" for t in unsure) or "-"])
+                             ", ".join(f"{t:g}" for t in unsure) or MISSING])
     return format_table(["task", "transform", "kernel", "threshold (values)", "threshold (weights)", "collapsed at",
                          "not collapsed at", "seeds disagree at"], body, style="rst")
 
@@ -276,20 +304,23 @@ def finding_2(rows):
     for r in rows:
         tail = math.inf if r["tail"] == "gaussian" else float(r["tail_index"])
         groups.setdefault((setting(r), r["task"], tail), []).append(r)
-    body, verdicts = [], {}
+    bodies, verdicts = {task: [] for task in TASKS}, {}
     for (name, task, tail), group in sorted(groups.items(), key=lambda kv: (kv[0][0] != "grid budget", kv[0])):
         cell, = phase_cells(group)
         verdicts[(name, task, tail)] = cell["collapsed"]
         rates = [_float(r["log_weight_rate"]) for r in group]
-        body.append([name, task, _tail_text(tail), str(len(group)),
-                     ", ".join(format_number(_float(r["attention_ess"]), 2) for r in group),
-                     {True: "yes", False: "no", None: "seeds disagree"}[cell["collapsed"]],
-                     format_number(cell["energy_vs_baseline"], 2),
-                     {True: "yes", False: "no", None: "mixed"}[cell["learned"]],
-                     format_number(float(np.nanmean(rates)), 2),
-                     "" if math.isinf(tail) else format_number(float(np.nanmean(rates)) / tail, 2)])
-    table = format_table(["setting", "task", "tail", "seeds", "ESS/n per seed", "collapsed", "ratio", "learned",
-                          "rate c", "c / tail"], body, style="rst")
+        bodies.setdefault(task, []).append([
+            name, _tail_text(tail), {True: "yes", False: "no", None: "seeds disagree"}[cell["collapsed"]],
+            MISSING if math.isinf(tail) else format_number(float(np.nanmean(rates)) / tail, 2),
+            format_number(float(np.nanmean(rates)), 2),
+            f",{NBSP}".join(format_number(_float(r["attention_ess"]), 2) for r in group),
+            format_number(cell["energy_vs_baseline"], 2),
+            {True: "yes", False: "no", None: "mixed"}[cell["learned"]]])
+    # one table per benchmark: the setting, the longest text, gets the room a task column would take
+    table = "\n\n".join(
+        f".. rubric:: {task}\n\n" + format_table(["setting", "tail", "collapsed", "c / tail", "rate c", "ESS/n per seed",
+                                                   "ratio", "learned"], body, style="rst")
+        for task, body in bodies.items() if body)
     crossings = []
     for name in sorted({k[0] for k in verdicts}, key=lambda n: (n != "grid budget", n)):
         for task in TASKS:
@@ -423,27 +454,42 @@ def render(rows):
     ]
     if len(cells) < expected:
         out += [f".. note:: The CSV is partial: {expected - len(cells)} grid cells have not run yet.", ""]
-    out += ["The diagram", "-----------", ""]
+    out += ["The diagram", "-----------", "",
+            "Two faces per benchmark, each a figure with the cells without a transform (top) and on symlog data "
+            "(bottom): kernels by decreasing growth, top to bottom, against the Pareto tail index, the Gaussian "
+            "control last. The number in a cell is the mean over seeds; ``*``: the seeds disagree on that face's "
+            "verdict, ``?``: the learned rule cannot tell in some seed (even the oracle row is not clearly below "
+            "the no-model rows at this size). In each kernel's row a solid bar marks its threshold: the integral "
+            "of the values diverges in the columns left of it; a dashed bar marks where the normaliser, which "
+            "sets the weights, diverges, where that differs. Softmax on symlog data has no fixed threshold, "
+            "hence no bar.", ""]
+    captions = {
+        "collapse": "the collapse face: attention ESS/n of the trained first layer (log colour scale; collapse "
+                    "below 0.05).",
+        "learned": "the learned face: held-out energy over the best no-model row (blue: lower, learned below "
+                   "0.8; red: worse than ignoring the input).",
+    }
     for task in TASKS:
-        out += [f".. figure:: _static/phase_diagram_{task}.png", "   :width: 100%", "",
-                f"   {task}: the collapse face (attention ESS/n, top) and the learned face (held-out energy "
-                "over the best no-model row, bottom), without a transform (left) and on symlog data (right). "
-                "Kernels by decreasing growth, top to bottom.", ""]
+        title = task
+        out += [title, "~" * len(title), ""]
+        for face in ("collapse", "learned"):
+            out += [f".. figure:: _static/{figure_name(task, face)}", "   :width: 100%",
+                    f"   :alt: {task}, {face} face of the phase diagram", "",
+                    f"   {task}, {captions[face]}", ""]
     out += [
-        "Each cell below: mean attention ESS/n ``|`` mean learned ratio; ``C``: collapsed in every seed, "
-        "``c?``: seeds disagree; ``L``: learned in every seed, ``l*``: some seeds learned and others did not, "
-        "``?``: the learned rule cannot tell in some seed (even the oracle row is not clearly below the "
-        "no-model rows at this size), no letter: did not learn. "
-        "``threshold``: the tail index at or below which the kernel's attention integrals diverge "
-        "(learned_poly: its mean learnt first-layer degree + 1; symlog data: every Pareto tail becomes "
-        "exponential, which all but softmax integrate; softmax on symlog data has no fixed threshold).",
+        "The same cells as tables, with the verdicts: ``C``: collapsed in every seed, ``c?``: seeds disagree; "
+        "``L``: learned in every seed, ``l*``: some seeds learned and others did not, ``?``: the learned rule "
+        "cannot tell in some seed, no letter: did not learn. ``threshold``: the tail index at or below which "
+        "the kernel's attention integrals diverge (learned_poly: its mean learnt first-layer degree + 1; "
+        "symlog data: every Pareto tail becomes exponential, which all but softmax integrate; softmax on "
+        f"symlog data has no fixed threshold, {MISSING}).",
         "",
     ]
     for task in TASKS:
-        for transform in ("none", "symlog"):
-            if any(c["task"] == task and c["transform"] == transform for c in cells):
-                title = f"{task}, transform {transform}"
-                out += [title, "~" * len(title), "", cell_table(cells, task, transform), ""]
+        if any(c["task"] == task for c in cells):
+            for face, what in (("collapse", "attention ESS/n"), ("learned", "learned ratio")):
+                title = f"{task}: {what}"
+                out += [f".. rubric:: {title}", "", cell_table(cells, task, face), ""]
     table, weights, text = agreement_text(grid)
     total = table[-1] if table else None
     out += ["Agreement with the theory", "-------------------------", ""]
@@ -456,10 +502,11 @@ def render(rows):
             f"{total['survived_below']} did not collapse at or below it; {total['near_boundary']} are near a "
             f"boundary (seeds disagree) and {total['no_threshold']} have no fixed threshold (softmax on symlog "
             "data). The attention ESS/n measures the weights, which only the normaliser "
-            "``int kappa dmu`` sets, and that integral diverges one power later than the values' "
-            "(``kernel_threshold(..., integral=\"weights\")``, the dashed bars: ``p`` for poly, 0 for log and "
+            ":math:`\\int \\kappa\\, d\\mu` sets, and that integral diverges one power later than the values' "
+            "(``kernel_threshold(..., integral=\"weights\")``, the dashed bars: :math:`p` for poly, 0 for log and "
             f"sigmoid, still every Pareto tail for softmax). Against it, {w['agree']} agree, "
-            f"{w['collapsed_above']} collapsed above it and {w['survived_below']} did not collapse at or below it.",
+            f"{w['collapsed_above']} collapsed above it and {w['survived_below']} did not collapse at or below it. "
+            "In the table, each count is for the values' threshold / the weights'.",
             "",
             text,
             "",
@@ -482,9 +529,10 @@ def render(rows):
         "",
         "The sweep (softmax, symlog; the grid budget unless the setting says otherwise). ``rate c``: "
         "median over queries of the largest coordinate of the least-squares slope of the first layer's "
-        "log-weights along the keys in symlog space, i.e. the learnt q.k scale per unit of symlog key; the "
-        "symlog of a Pareto(alpha) coordinate has an exponential tail of rate alpha, so the attention "
-        "integral diverges where c >= alpha (``c / tail`` >= 1).",
+        "log-weights along the keys in symlog space, i.e. the learnt :math:`q \\cdot k` scale per unit of "
+        "symlog key; the symlog of a Pareto(:math:`\\alpha`) coordinate has an exponential tail of rate "
+        ":math:`\\alpha`, so the attention integral diverges where :math:`c \\ge \\alpha` (``c / tail`` "
+        ":math:`\\ge 1`).",
         "",
         f2_table,
         "",
@@ -495,7 +543,12 @@ def render(rows):
             "Per cell: seeds, attention ESS/n range over seeds, mean learned ratio, the mean pairwise cosine "
             "similarity of one measure's hidden states after the embedding and after each block (median over "
             "held-out measures, mean over seeds), the learnt first-layer degree (learned_poly), the log-weight "
-            "rate c and the mean fit time.", "", detail_table(cells), ""]
+            "rate c and the mean fit time. Every fit's row, with more columns, is in "
+            ":download:`studies/results/phase_diagram.csv <../studies/results/phase_diagram.csv>`.", ""]
+    for task in TASKS:
+        for transform in ("none", "symlog"):
+            if any(c["task"] == task and c["transform"] == transform for c in cells):
+                out += [f".. rubric:: {task}, transform {transform}", "", detail_table(cells, task, transform), ""]
     DOC.write_text("\n".join(out), encoding="utf-8")
     return DOC
 

@@ -20,6 +20,50 @@ def _tail_label(tail_index):
     return "Gaussian" if math.isinf(tail_index) else f"{tail_index:g}"
 
 
+def relative_luminance(color):
+    """The relative luminance of a colour, as WCAG 2 defines it (0: black, 1: white).
+
+    Parameters
+    ----------
+    color : sequence of float
+        RGB or RGBA, each channel in ``[0, 1]`` (a colormap's output).
+
+    Returns
+    -------
+    luminance : float
+    """
+    channels = np.asarray(color, dtype=float)[:3]
+    linear = np.where(channels <= 0.04045, channels / 12.92, ((channels + 0.055) / 1.055) ** 2.4)
+    return float(linear @ np.array([0.2126, 0.7152, 0.0722]))
+
+
+#: Above this luminance black text contrasts with the background more than
+#: white text does: the two contrast ratios, (L + 0.05) / 0.05 and
+#: 1.05 / (L + 0.05), are equal at L = sqrt(1.05 * 0.05) - 0.05.
+_BLACK_TEXT_ABOVE = math.sqrt(1.05 * 0.05) - 0.05
+
+
+def label_color(background):
+    """``"black"`` or ``"white"``, whichever contrasts more with ``background``.
+
+    Parameters
+    ----------
+    background : sequence of float
+        The cell's RGB or RGBA colour, channels in ``[0, 1]``.
+
+    Returns
+    -------
+    color : {"black", "white"}
+
+    Examples
+    --------
+    >>> from sklearn_measattn.experiments._phase_display import label_color
+    >>> label_color((0.99, 0.91, 0.15)), label_color((0.27, 0.0, 0.33))  # viridis' yellow and purple ends
+    ('black', 'white')
+    """
+    return "black" if relative_luminance(background) > _BLACK_TEXT_ABOVE else "white"
+
+
 def _boundary_position(threshold, tail_indices):
     """x of the boundary line: right of the last Pareto column whose tail index is <= threshold."""
     if threshold is None or (isinstance(threshold, float) and math.isnan(threshold)):
@@ -40,7 +84,9 @@ class PhaseDiagramDisplay:
     row marks its threshold: the integral of the values diverges for the
     columns left of it (see :func:`kernel_threshold`); a dashed bar marks
     where the normaliser, which sets the weights, diverges, when that is
-    elsewhere; kernels without a fixed threshold get none. Create it with :meth:`from_rows`, which draws it.
+    elsewhere; kernels without a fixed threshold get none. Each cell's text
+    is black or white, whichever contrasts more with the cell's colour (by its
+    relative luminance). Create it with :meth:`from_rows`, which draws it.
     Needs matplotlib (``pip install 'sklearn-measattn[plot]'``).
 
     Parameters
@@ -112,7 +158,7 @@ class PhaseDiagramDisplay:
         self.diverged = diverged
         self.title = title
 
-    def plot(self, *, ax=None, annotate=True, colorbar=True):
+    def plot(self, *, ax=None, annotate=True, colorbar=True, fontsize=7, vmin=None, vmax=None):
         """Draw the heatmap and the threshold bars.
 
         Parameters
@@ -123,6 +169,13 @@ class PhaseDiagramDisplay:
             Write each cell's value in it.
         colorbar : bool, default=True
             Add a colour bar.
+        fontsize : float, default=7
+            Size in points of the text in the cells.
+        vmin, vmax : float, default=None
+            Ends of the colour scale; by default 0.01 and 1 for the collapse
+            face and, for the learned face, the values' extremes, widened to
+            at least 0.3 and 1.5. Pass the same ends to faces drawn side by
+            side so that one colour means one value.
 
         Returns
         -------
@@ -138,30 +191,34 @@ class PhaseDiagramDisplay:
         if ax is None:
             _, ax = plt.subplots(figsize=(1.0 + 0.8 * len(self.tail_indices), 0.8 + 0.45 * len(self.kernels)))
         if self.face == "collapse":
-            norm, cmap, label = LogNorm(vmin=0.01, vmax=1.0), "viridis", "attention ESS/n"
-            shown = np.clip(values, 0.01, 1.0)
+            low, high = 0.01 if vmin is None else vmin, 1.0 if vmax is None else vmax
+            norm, cmap, label = LogNorm(vmin=low, vmax=high), "viridis", "attention ESS/n"
+            shown = np.clip(values, low, high)
             if self.diverged is not None:
-                shown = np.where(self.diverged, 0.01, shown)
+                shown = np.where(self.diverged, low, shown)
         else:
             finite = values[np.isfinite(values)]
-            high = max(1.5, float(finite.max()) if finite.size else 1.5)
-            low = min(0.3, float(finite.min()) if finite.size else 0.3)
+            high = max(1.5, float(finite.max()) if finite.size else 1.5) if vmax is None else vmax
+            low = min(0.3, float(finite.min()) if finite.size else 0.3) if vmin is None else vmin
             norm, cmap, label = TwoSlopeNorm(LEARNED_MARGIN, vmin=low, vmax=high), "RdBu_r", "energy / best no-model row"
             shown = values
         image = ax.imshow(np.ma.masked_invalid(shown), norm=norm, cmap=cmap, aspect="auto")
         if annotate:
+            empty = ax.get_facecolor()  # what shows through a masked (not run) cell
             for i in range(values.shape[0]):
                 for j in range(values.shape[1]):
+                    cell = shown[i, j]
+                    background = image.to_rgba(cell) if np.isfinite(cell) else empty
                     if self.diverged is not None and self.diverged[i, j]:
-                        ax.text(j, i, "diverged", ha="center", va="center", fontsize=7,
-                                color="white" if self.face == "collapse" else "black")
+                        ax.text(j, i, "diverged", ha="center", va="center", fontsize=fontsize,
+                                color=label_color(background))
                         continue
                     if not np.isfinite(values[i, j]):
                         continue
                     mark = "*" if self.boundary is not None and self.boundary[i, j] else ""
                     mark += "?" if self.undecided is not None and self.undecided[i, j] else ""
-                    ax.text(j, i, format_number(values[i, j], 2) + mark, ha="center", va="center", fontsize=7,
-                            color="white" if self._dark(values[i, j]) else "black")
+                    ax.text(j, i, format_number(values[i, j], 2) + mark, ha="center", va="center",
+                            fontsize=fontsize, color=label_color(background))
         self.threshold_lines_ = {}
         for i, (kernel, threshold) in enumerate(zip(self.kernels, self.thresholds)):
             x = _boundary_position(threshold, self.tail_indices)
@@ -188,14 +245,9 @@ class PhaseDiagramDisplay:
         self.ax_, self.figure_, self.image_ = ax, ax.figure, image
         return self
 
-    def _dark(self, value):
-        if self.face == "collapse":
-            return value < 0.15
-        return abs(value - LEARNED_MARGIN) > 0.5
-
     @classmethod
     def from_rows(cls, rows, *, task, transform, face="collapse", kernels=None, tail_indices=None, ax=None,
-                  annotate=True, colorbar=True):
+                  annotate=True, colorbar=True, fontsize=7, vmin=None, vmax=None):
         """Draw one face of the phase diagram from the per-seed rows of :func:`phase_diagram`.
 
         Parameters
@@ -217,6 +269,10 @@ class PhaseDiagramDisplay:
         ax : matplotlib Axes, default=None
             Where to draw.
         annotate, colorbar : bool, default=True
+            As in :meth:`plot`.
+        fontsize : float, default=7
+            As in :meth:`plot`.
+        vmin, vmax : float, default=None
             As in :meth:`plot`.
 
         Returns
@@ -277,4 +333,4 @@ class PhaseDiagramDisplay:
         display = cls(values=values, kernels=list(kernels), tail_indices=list(tail_indices), thresholds=thresholds,
                       weight_thresholds=weight_thresholds, face=face, boundary=boundary, undecided=undecided,
                       diverged=diverged, title=title)
-        return display.plot(ax=ax, annotate=annotate, colorbar=colorbar)
+        return display.plot(ax=ax, annotate=annotate, colorbar=colorbar, fontsize=fontsize, vmin=vmin, vmax=vmax)
