@@ -26,7 +26,9 @@ and every seed, on the same truth and observations:
    likelihood (shorter runs: it costs about a second a cycle).
 
 Trained models are cached in ``--cache`` and rows already in ``--out`` are
-skipped, so an interrupted run resumes.
+skipped, so an interrupted run resumes. ``--shipped`` takes the three models
+shipped with the package instead (trained by this script's recipe), so that
+the learned rows rerun without training.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ import numpy as np
 import torch
 from sklearn.base import clone
 
-from sklearn_measattn import MeasureTransformerRegressor
+from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.assimilation import (
     EnKF,
     LearnedAnalysis,
@@ -52,6 +54,7 @@ from sklearn_measattn.assimilation import (
     RobustEnKF,
     SerialEnKF,
     analysis_features,
+    analysis_model_path,
     make_analysis_training_data,
     make_twin_problem,
     run_dapper,
@@ -182,6 +185,9 @@ def main(argv=None):
     parser.add_argument("--learned", nargs="*", default=list(LEARNED))
     parser.add_argument("--out", default="studies/results/assimilation.csv")
     parser.add_argument("--cache", default="studies/results/assimilation_models")
+    parser.add_argument("--shipped", action="store_true",
+                        help="use the models shipped with the package (assimilation.analysis_model_path) instead of "
+                             "training them: the same recipe, trained once")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the learned step runs many small networks: threads cost more than they give
     out, cache = Path(args.out), Path(args.cache)
@@ -207,7 +213,10 @@ def main(argv=None):
     except ImportError:
         has_dapper = False
         print("# DAPPER is not installed (pip install sklearn-measattn[assimilation]): its rows are left out", flush=True)
-    models = {name: trained_model(name, cache) for name in args.learned}
+    if args.shipped:
+        models = {name: load_model(analysis_model_path(name.replace("/", "_"))) for name in args.learned}
+    else:
+        models = {name: trained_model(name, cache) for name in args.learned}
     start_all = time.perf_counter()
 
     def emit(noise, seed, method, setting, result, **extra):

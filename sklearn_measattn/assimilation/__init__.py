@@ -28,7 +28,10 @@ divergence is detected.
   (a Student-t, :class:`KernelDensityObservationModel`); two laws outside the
   Student-t family to sample, :func:`contaminated_errors` and :func:`skewed_errors`.
 - A learned analysis: :class:`LearnedAnalysis` puts a fitted measure-to-measure
-  model in a serial filter, trained on :func:`make_analysis_training_data`.
+  model in a serial filter, trained on :func:`make_analysis_training_data`;
+  the models of the assimilation pages ship with the package
+  (:data:`ANALYSIS_MODELS`): :func:`pretrained_analysis` puts one in a filter,
+  :func:`analysis_model_path` gives its file for :func:`~sklearn_measattn.load_model`.
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
   (optional extra ``pip install sklearn-measattn[assimilation]``); the other
   way round, any analysis step as a DAPPER method (an ``xp`` for DAPPER's
@@ -53,6 +56,7 @@ from ._learned import (
     analysis_features,
     make_analysis_training_data,
 )
+from ._pretrained import ANALYSIS_MODELS, analysis_model_path, pretrained_analysis
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
 from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
@@ -60,6 +64,7 @@ from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis
 
 __all__ = [
     "ANALYSIS_FEATURES",
+    "ANALYSIS_MODELS",
     "ANALYSIS_NAMES",
     "DAPPER_METHODS",
     "DIVERGENCE_RULE",
@@ -78,12 +83,14 @@ __all__ = [
     "TwinProblem",
     "TwinResult",
     "analysis_features",
+    "analysis_model_path",
     "contaminated_errors",
     "dapper_method",
     "gaspari_cohn",
     "localization_matrix",
     "make_analysis_training_data",
     "make_twin_problem",
+    "pretrained_analysis",
     "resolve_analysis",
     "run_dapper",
     "skewed_errors",

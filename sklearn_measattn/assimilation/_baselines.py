@@ -122,7 +122,10 @@ class AnalysisStep(BaseEstimator):
       the update of one observed variable's ensemble inside the serial loop.
       Subclass :class:`SerialEnKF` and override it; localisation, inflation,
       the regression onto the other variables, missing observations and
-      relaxation are inherited.
+      relaxation are inherited. An update that is cheaper in batches (a
+      network's forward pass) also overrides
+      :meth:`SerialEnKF.scalar_updates`, which ``batch_disjoint=True`` calls
+      once per group of observations with non-overlapping localisation.
 
     Inside both, the bound step holds ``observation_model_``, the
     :class:`ObservationModel` (observed variables, noise law and scale: its

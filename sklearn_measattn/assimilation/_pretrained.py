@@ -1,0 +1,136 @@
+"""Learned analysis models shipped with the package, ready to put in a filter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from ._learned import LearnedAnalysis
+
+__all__ = ["ANALYSIS_MODELS", "analysis_model_path", "pretrained_analysis"]
+
+
+@dataclass(frozen=True)
+class _ShippedModel:
+    description: str
+    noise_ratio_range: tuple | None
+    trained_by: str
+
+
+_SHIPPED = {
+    "quantile_softmax": _ShippedModel(
+        description=(
+            "softmax attention on symlog features, 5 ranked features, trained likelihood-free on synthetic priors "
+            "(Gaussian, skewed, bimodal) with noise laws from Gaussian to Cauchy and noise-to-prior scale ratios "
+            "0.2-30; the reference page's learned row"
+        ),
+        noise_ratio_range=(0.2, 30.0),
+        trained_by="python studies/learned_bayes.py --train --save <file>",
+    ),
+    "softmax_symlog": _ShippedModel(
+        description=(
+            "softmax attention on symlog features, 4 features, trained on cycled-filter priors (Gaussian, "
+            "Student-t 1.5 and Cauchy noise at scales 0.5, 1, 2); the assimilation study's softmax/symlog row"
+        ),
+        noise_ratio_range=None,
+        trained_by="python studies/assimilation_study.py --learned softmax/symlog (model cached in --cache)",
+    ),
+    "softmax_none": _ShippedModel(
+        description="as softmax_symlog without the symlog transform; the study's softmax/none row",
+        noise_ratio_range=None,
+        trained_by="python studies/assimilation_study.py --learned softmax/none",
+    ),
+    "log_symlog": _ShippedModel(
+        description="as softmax_symlog with the log attention kernel, on all the pairs; the study's log/symlog row",
+        noise_ratio_range=None,
+        trained_by="python studies/assimilation_study.py --learned log/symlog",
+    ),
+}
+
+#: The shipped learned analysis models: name -> what it is and how it was trained.
+ANALYSIS_MODELS = {name: f"{model.description} (retrain: {model.trained_by})" for name, model in _SHIPPED.items()}
+
+
+def _shipped(name):
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, one of {sorted(_SHIPPED)}; got a {type(name).__name__}.")
+    if name not in _SHIPPED:
+        raise ValueError(f"No shipped analysis model named {name!r}; the shipped ones are {sorted(_SHIPPED)}.")
+    return _SHIPPED[name]
+
+
+def analysis_model_path(name):
+    """The model file of a shipped learned analysis model, for :func:`~sklearn_measattn.load_model`.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`ANALYSIS_MODELS`.
+
+    Returns
+    -------
+    pathlib.Path
+        The safetensors model file inside the installed package.
+
+    Examples
+    --------
+    >>> from sklearn_measattn import load_model
+    >>> from sklearn_measattn.assimilation import analysis_model_path
+    >>> model = load_model(analysis_model_path("quantile_softmax"))
+    >>> model.n_features_in_, model.kernel
+    (5, 'softmax')
+    """
+    _shipped(name)
+    return Path(resources.files(__package__).joinpath("models", f"{name}.safetensors"))
+
+
+def pretrained_analysis(name="quantile_softmax", **params):
+    """A :class:`LearnedAnalysis` around a shipped model, ready for :func:`twin_experiment` or DAPPER.
+
+    Loads the model file of :func:`analysis_model_path` with
+    :func:`~sklearn_measattn.load_model` (its content digest checked) and
+    sets ``noise_ratio_range`` to the range the model was trained on, unless
+    given. No training: every learned row of the assimilation pages can be
+    rerun from these files.
+
+    Parameters
+    ----------
+    name : str, default="quantile_softmax"
+        A key of :data:`ANALYSIS_MODELS`.
+    **params
+        Parameters of :class:`LearnedAnalysis` (``inflation``,
+        ``relaxation``, ``localization_radius``, ``update``,
+        ``noise_ratio_range``, ``batch_disjoint``). The pages tune
+        ``inflation`` and ``relaxation`` per noise law; ``relaxation=0.3``
+        holds for every law they show.
+
+    Returns
+    -------
+    LearnedAnalysis
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import pretrained_analysis, twin_experiment
+    >>> step = pretrained_analysis("quantile_softmax", relaxation=0.3)
+    >>> step.noise_ratio_range
+    (0.2, 30.0)
+    >>> result = twin_experiment(step, n_variables=10, noise="cauchy", n_cycles=30, spin_up=10,
+    ...                          ensemble_size=10, random_state=0)
+    >>> result.diverged
+    False
+    """
+    from .._model_files import load_model
+
+    shipped = _shipped(name)
+    unknown = sorted(set(params) - _LEARNED_PARAMS)
+    if unknown:
+        raise TypeError(
+            f"pretrained_analysis got parameters that LearnedAnalysis does not take: {unknown}; "
+            f"it takes {sorted(_LEARNED_PARAMS)}."
+        )
+    params.setdefault("noise_ratio_range", shipped.noise_ratio_range)
+    return LearnedAnalysis(load_model(analysis_model_path(name)), **params)
+
+
+_LEARNED_PARAMS = frozenset(LearnedAnalysis._get_param_names()) - {"estimator"}
