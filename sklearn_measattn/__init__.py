@@ -8,21 +8,34 @@ keeps heavy-tailed ensembles from collapsing.
 Submodules: :mod:`~sklearn_measattn.kernels`, :mod:`~sklearn_measattn.attention`,
 :mod:`~sklearn_measattn.transformer`, :mod:`~sklearn_measattn.datasets`,
 :mod:`~sklearn_measattn.metrics`, :mod:`~sklearn_measattn.experiments`.
+
+The public names are imported on first use (PEP 562): ``import
+sklearn_measattn`` and ``measattn --help`` load neither torch nor skorch;
+``from sklearn_measattn import MeasureTransformerRegressor`` loads what that
+name needs.
 """
 
-from . import datasets, experiments, metrics
-from ._model_files import load_model, save_model
-from ._persistence import UnstorableParameterError, alias_moved_modules
-from ._version import __version__ as __version__
-from .attention import kernel_attention
-from .estimator import MeasureTransformerRegressor, StopTraining
-from .inspection import MeasureDisplay
-from .kernels import KERNEL_NAMES, AttentionKernel, get_kernel
-from .metrics import get_scorer
-from .preprocessing import SymlogTransformer
-from .transformer import MeasureTransformer
+import importlib
+import sys
 
-alias_moved_modules()
+from ._version import __version__ as __version__
+
+# Each public name and the module, relative to this package, that defines it.
+_HOMES = {
+    "AttentionKernel": "kernels",
+    "KERNEL_NAMES": "kernels",
+    "MeasureDisplay": "inspection",
+    "MeasureTransformer": "transformer",
+    "MeasureTransformerRegressor": "estimator",
+    "StopTraining": "estimator",
+    "SymlogTransformer": "preprocessing",
+    "UnstorableParameterError": "_persistence",
+    "get_kernel": "kernels",
+    "get_scorer": "metrics",
+    "kernel_attention": "attention",
+    "load_model": "_model_files",
+    "save_model": "_model_files",
+}
 
 __all__ = [
     "AttentionKernel",
@@ -42,3 +55,54 @@ __all__ = [
     "save_model",
     "UnstorableParameterError",
 ]
+
+
+def _submodules():
+    """The names of the modules and subpackages directly in this package (read from the folder, not imported)."""
+    import pkgutil
+
+    return {info.name for info in pkgutil.iter_modules(__path__)}
+
+
+def __getattr__(name):
+    """Import a public name, or a submodule, on first use."""
+    if name in _HOMES:
+        value = getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+    elif name in _submodules():
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | _submodules())
+
+
+class _MovedModuleNames:
+    """Lets the old names of moved modules import (pickles of models fitted before the move name them).
+
+    Last on ``sys.meta_path``, so asked only about a module of this package
+    that no file holds; only then does it load the table of moved modules
+    (``_persistence``, which needs torch) and hand the name to its finder. A
+    meta path finder needs only ``find_spec``; ``importlib.abc`` is not imported
+    for its base class, which would cost every start a few milliseconds.
+    """
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith(f"{__name__}."):
+            return None
+        persistence = importlib.import_module("._persistence", __name__)
+        if fullname not in persistence.MOVED_MODULES:
+            return None
+        persistence.alias_moved_modules()
+        for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+
+if not any(type(finder).__name__ == _MovedModuleNames.__name__ for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModuleNames())

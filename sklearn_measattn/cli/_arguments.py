@@ -1,11 +1,13 @@
-"""Argument types, shared options and usage errors of the ``measattn`` commands."""
+"""Argument types, shared options and usage errors of the ``measattn`` commands.
+
+Nothing here imports torch or the estimator at module level: the parsers are
+built for ``--help`` too, which must answer at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import math
-
-from .._training import resolve_device
 
 __all__ = [
     "DEFAULT_KERNELS",
@@ -93,6 +95,8 @@ def device(text):
     argparse.ArgumentTypeError
         With the estimator's own message, if it refuses the device.
     """
+    from .._training import resolve_device  # torch: only once a device is read, never for --help
+
     try:
         resolve_device(text)
     except ValueError as exc:

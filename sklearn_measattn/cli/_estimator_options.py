@@ -3,19 +3,17 @@
 Exposing one more hyper-parameter on the command line is one more entry of
 :data:`ESTIMATOR_OPTIONS`. Every value is checked against the estimator's own
 constraint for its parameter before any file is read, and a refusal names the
-option and keeps the estimator's message.
+option and keeps the estimator's message. The help shows the estimator's
+defaults from :data:`~._names.ESTIMATOR_DEFAULTS`, so that ``measattn fit
+--help`` does not import the estimator (and torch); the checks import it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
-
-from ..estimator import MeasureTransformerRegressor
-from ..kernels import ALL_KERNEL_NAMES
-from ..losses import LOSSES
 from ._arguments import device, option_error, positive_float, positive_int
+from ._names import ALL_KERNEL_NAMES, ESTIMATOR_DEFAULTS, LOSS_NAMES
 
 __all__ = ["ESTIMATOR_OPTIONS", "EstimatorOption", "add_estimator_options", "estimator_params"]
 
@@ -76,7 +74,7 @@ ESTIMATOR_OPTIONS = (
     EstimatorOption("--lr", "lr", "learning rate (default {default})", type=positive_float),
     EstimatorOption("--batch-size", "batch_size", "measures per batch (default {default})", type=positive_int),
     EstimatorOption("--loss", "loss", "training loss (default {default}; mse needs targets paired point by point)",
-                    choices=tuple(LOSSES)),
+                    choices=LOSS_NAMES),
     EstimatorOption("--context-size", "context_size",
                     "attend to a random subsample of at most N points of each measure (fresh each training step; "
                     "every point still gets its image), for ensembles of many thousand points "
@@ -95,11 +93,10 @@ def add_estimator_options(group):
     group : argparse.ArgumentParser or argument group
         Where the options go.
     """
-    defaults = MeasureTransformerRegressor().get_params()
     for option in ESTIMATOR_OPTIONS:
         group.add_argument(option.flag, dest=option.dest, type=option.type, choices=option.choices,
                            metavar=option.metavar, default=None,
-                           help=option.help.format(default=defaults[option.parameter]))
+                           help=option.help.format(default=ESTIMATOR_DEFAULTS[option.parameter]))
 
 
 def estimator_params(args, parser):
@@ -118,6 +115,10 @@ def estimator_params(args, parser):
         Keyword arguments of :class:`~sklearn_measattn.MeasureTransformerRegressor`;
         parameters whose option is not given (and has no default) are left out.
     """
+    from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
+
+    from ..estimator import MeasureTransformerRegressor
+
     constraints = MeasureTransformerRegressor._parameter_constraints
     params = {}
     for option in ESTIMATOR_OPTIONS:

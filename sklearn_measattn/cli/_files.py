@@ -4,20 +4,16 @@ Options that do not fit their file (``--key`` for a table, a column the table
 lacks, an array the archive lacks) are refused here, naming the option, before
 anything is loaded. What :func:`~sklearn_measattn.datasets.load_measures` then
 refuses is about the file's contents: its message is shown as it is, after the
-option that named the file.
+option that named the file. numpy, the loader and the output checks are
+imported by the functions that use them, not by ``--help``.
 """
 
 from __future__ import annotations
 
 import csv
 import os
-import zipfile
 from dataclasses import dataclass
 
-import numpy as np
-
-from ..datasets import load_measures
-from ..experiments import check_output_path
 from ._arguments import option_error
 
 __all__ = [
@@ -101,6 +97,10 @@ def table_columns(path):
 
 def _npz_names(path):
     """The array names of an .npz archive, or None when it cannot be read (the loader then says why)."""
+    import zipfile
+
+    import numpy as np
+
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
@@ -246,6 +246,8 @@ def load(parser, path, options, *, key=None, default_key=None, group_column=None
     labels : list
         The name of each measure.
     """
+    from ..datasets import load_measures
+
     read_key = key if key is not None else default_key
     _check_options_fit_file(parser, path, options, key=read_key, key_given=key is not None,
                             group_column=group_column, feature_columns=feature_columns)
@@ -311,6 +313,8 @@ def check_outputs(parser, **paths):
     **paths : str or None
         The output paths by option name (``out="r.csv"``); None is skipped.
     """
+    from ..experiments import check_output_path
+
     for option, path in paths.items():
         if path is not None:
             try:
@@ -329,6 +333,8 @@ def write_measures(path, measures):
     measures : ndarray or list of ndarray
         Dense or ragged; a ragged batch needs ``.npz``.
     """
+    import numpy as np
+
     if path.lower().endswith(".npy"):
         np.save(path, np.asarray(measures))
     else:

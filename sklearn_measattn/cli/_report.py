@@ -1,12 +1,14 @@
-"""What the ``measattn`` commands print besides their results: progress, sizes, time, failures."""
+"""What the ``measattn`` commands print besides their results: progress, sizes, time, failures.
+
+``--help`` loads this module, so it imports nothing heavy at module level: the
+number format comes from :mod:`sklearn_measattn.experiments` when a command
+prints one.
+"""
 
 from __future__ import annotations
 
+import sys
 import time
-
-import numpy as np
-
-from ..experiments import format_number, print_progress
 
 __all__ = ["describe_measures", "describe_training", "elapsed", "fail", "say"]
 
@@ -22,7 +24,7 @@ def say(args, message):
         The line.
     """
     if not args.quiet:
-        print_progress(message)
+        print(message, file=sys.stderr, flush=True)  # as experiments.print_progress, without importing it
 
 
 def describe_measures(measures):
@@ -38,6 +40,8 @@ def describe_measures(measures):
     text : str
         E.g. ``"10 measures of 16 points, 2 features"``.
     """
+    import numpy as np
+
     lengths = [len(m) for m in measures]
     sizes = f"{lengths[0]} points" if len(set(lengths)) == 1 else f"{min(lengths)} to {max(lengths)} points"
     return f"{len(lengths)} measures of {sizes}, {np.shape(measures[0])[-1]} features"
@@ -66,6 +70,8 @@ def describe_training(epochs_before, epochs, max_epochs, seconds):
         trained 6 epochs in 36.3 s, 12 in all"`` or ``"trained no epochs: the
         checkpoint holds the finished fit (12 epochs), loaded in 1.54 s"``.
     """
+    from ..experiments import format_number
+
     duration = format_number(seconds)
     trained = 0 if epochs_before is None else epochs - epochs_before
     if trained <= 0:
@@ -93,6 +99,8 @@ def elapsed(start):
     text : str
         E.g. ``"total time 1.23 s"``.
     """
+    from ..experiments import format_number
+
     return f"total time {format_number(time.perf_counter() - start)} s"
 
 

@@ -1,9 +1,11 @@
-"""``measattn compare``: train one model per kernel and transform, print held-out metrics and a collapse verdict.
+"""``measattn compare``: train one model per kernel and transform, print a verdict, then held-out metrics.
 
 On a benchmark, sized by a preset that explicit options override, or with
 ``--data FILE --y FILE`` on the user's own measures. The work is done by
 :func:`~sklearn_measattn.experiments.compare_kernels` and
-:func:`~sklearn_measattn.experiments.compare_kernels_on_data`.
+:func:`~sklearn_measattn.experiments.compare_kernels_on_data`; the verdict
+by :func:`~sklearn_measattn.experiments.recommend`. The experiments are
+imported when the command runs, not for ``--help``.
 """
 
 from __future__ import annotations
@@ -12,20 +14,9 @@ import argparse
 import importlib.util
 import math
 import os
+import textwrap
 import time
 
-from ..datasets import BENCHMARK_NAMES, TAILS
-from ..experiments import (
-    ROW_FIELDS,
-    compare_kernels,
-    compare_kernels_on_data,
-    format_comparison,
-    print_progress,
-    recommend,
-    summarize,
-    write_csv,
-)
-from ..kernels import ALL_KERNEL_NAMES
 from ._arguments import (
     DEFAULT_KERNELS,
     add_group_column_option,
@@ -35,10 +26,10 @@ from ._arguments import (
     positive_int,
 )
 from ._files import check_outputs, load_pair
-from ._plot import plot_comparison
-from ._report import elapsed
+from ._names import ALL_KERNEL_NAMES, BENCHMARK_NAMES, TAILS
+from ._report import elapsed, say
 
-__all__ = ["PRESETS", "add_parser", "run", "seeds_from_args"]
+__all__ = ["PRESETS", "add_parser", "report", "run", "seeds_from_args"]
 
 # Sizes of the presets; explicit command-line options override them.
 PRESETS = {
@@ -140,7 +131,7 @@ def add_parser(subparsers):
     d = PRESETS["default"]
     cmp_ = subparsers.add_parser(
         "compare",
-        help="train one model per kernel and transform, print held-out metrics and a collapse verdict",
+        help="train one model per kernel and transform; print a verdict, then the held-out metrics",
         description=(
             "Train a MeasureTransformerRegressor for every kernel x transform x seed and score it on held-out "
             "measures: on a benchmark, or with --data FILE --y FILE on your own measures (a seeded split of "
@@ -248,11 +239,39 @@ def _available_cores():
 
 
 def _settings(config, args, n_fits):
+    from ..experiments import print_progress
+
     settings = {key: config[key] for key in _TRAINING_KEYS}
     n_jobs = args.n_jobs if args.n_jobs is not None else max(1, min(_available_cores(), n_fits))
     settings.update(device=args.device, n_jobs=n_jobs, torch_threads=args.threads,
                     progress=None if args.quiet else print_progress, return_examples=True)
     return settings
+
+
+def report(summary, title, *, judge=True):
+    """What ``measattn compare`` prints on stdout before the time: the verdict first, then the table and its legend.
+
+    Parameters
+    ----------
+    summary : list of dict
+        :func:`~sklearn_measattn.experiments.summarize` of the comparison's rows.
+    title : str
+        The line above the table: the data, sizes and seeds.
+    judge : bool, default=True
+        ``False`` for ``--quick``: too small a run for a verdict.
+
+    Returns
+    -------
+    text : str
+        Lines of at most 120 characters.
+    """
+    from ..experiments import format_comparison, recommend
+
+    verdict = recommend(summary) if judge else (
+        "Verdict: none: --quick is a smoke test, too small to judge collapse or rank kernels\n"
+        "  (run without --quick for a verdict).")
+    title = "\n".join(textwrap.wrap(title, width=120, subsequent_indent="  "))
+    return f"{verdict}\n\n{format_comparison(summary, title=title, judge=judge)}"
 
 
 def run(args, parser):
@@ -270,6 +289,8 @@ def run(args, parser):
     code : int
         0; errors exit through ``parser`` with code 2.
     """
+    from ..experiments import ROW_FIELDS, compare_kernels, compare_kernels_on_data, summarize, write_csv
+
     config = _resolve_config(args, parser)
     check_outputs(parser, out=args.out, plot=args.plot)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
@@ -298,25 +319,22 @@ def run(args, parser):
         comparison = compare_kernels
         inputs = (config["task"],)
         settings.update({key: config[key] for key in _BENCHMARK_OPTIONS if key != "task"})
-    if not args.quiet:
-        print_progress(f"compare: {n_fits} fits, {settings['n_jobs']} at a time; {title}")
+    say(args, "\n".join(textwrap.wrap(f"compare: {n_fits} fits, {settings['n_jobs']} at a time; {title}; energies "
+                                      "are held out, in symlog space", width=100, subsequent_indent="  ")))
     start = time.perf_counter()
     try:
         rows, examples = comparison(*inputs, kernels=kernels, transforms=transforms, **settings)
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     summary = summarize(rows)
-    print(format_comparison(summary, title=title, judge=not args.quick))
-    if args.quick:
-        print("recommendation: none: --quick is a smoke test, too small to judge collapse or rank kernels "
-              "(run without --quick).")
-    else:
-        print(recommend(summary))
+    print(report(summary, title, judge=not args.quick))
     print(elapsed(start))
     if args.out:
         write_csv(args.out, rows, ROW_FIELDS)
         print(f"wrote {len(rows)} rows to {args.out}")
     if args.plot:
+        from ._plot import plot_comparison
+
         plot_comparison(args.plot, examples, summary, title, judge=not args.quick)
         print(f"wrote figure to {args.plot}")
     return 0

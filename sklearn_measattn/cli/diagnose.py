@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..experiments import diagnose_measures, format_diagnosis, write_csv
-from ..kernels import ALL_KERNEL_NAMES, KERNEL_NAMES
 from ._arguments import add_group_column_option, add_loader_options, positive_int
 from ._files import FileOptions, check_outputs, describe_file, is_table, load, table_columns
+from ._names import ALL_KERNEL_NAMES, KERNEL_NAMES
 from ._report import elapsed
 
 __all__ = ["add_parser", "run"]
@@ -102,6 +101,8 @@ def run(args, parser):
     code : int
         0; errors exit through ``parser`` with code 2.
     """
+    from ..experiments import diagnose_measures, format_diagnosis, write_csv
+
     check_outputs(parser, out=args.out)
     start = time.perf_counter()
     X, _ = load(parser, args.file, _FILE, key=args.key, group_column=args.group_column,

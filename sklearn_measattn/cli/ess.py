@@ -9,11 +9,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..datasets import TAILS
-from ..experiments import attention_ess_table, format_number, format_table, write_csv
-from ..kernels import KERNEL_NAMES, SPARSE_KERNEL_NAMES
 from ._arguments import DEFAULT_KERNELS, positive_float, positive_int
 from ._files import check_outputs
+from ._names import KERNEL_NAMES, SPARSE_KERNEL_NAMES, TAILS
 from ._report import elapsed
 
 __all__ = ["add_parser", "run"]
@@ -73,6 +71,8 @@ def run(args, parser):
     code : int
         0; errors exit through ``parser`` with code 2.
     """
+    from ..experiments import attention_ess_table, format_number, format_table, write_csv
+
     check_outputs(parser, out=args.out)
     start = time.perf_counter()
     kernels = list(dict.fromkeys(args.kernels))

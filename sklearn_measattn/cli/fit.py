@@ -5,6 +5,8 @@ Reads input and target measures (any format ``load_measures`` reads), trains a
 safetensors file, checkpointing every epoch with ``--checkpoint``. Every path,
 file and option is checked before training; the options that set estimator
 hyper-parameters come from :data:`~._estimator_options.ESTIMATOR_OPTIONS`.
+torch, skorch and the estimator are imported when the command runs, not for
+``--help``.
 """
 
 from __future__ import annotations
@@ -13,13 +15,6 @@ import argparse
 import os
 import time
 
-import torch
-from skorch.callbacks import Callback
-
-from .._model_files import save_model
-from .._training import check_checkpoint_dir
-from ..estimator import MeasureTransformerRegressor
-from ..experiments import format_number, print_progress
 from ._arguments import add_group_column_option, add_loader_options, positive_int
 from ._estimator_options import add_estimator_options, estimator_params
 from ._files import check_outputs, load_pair
@@ -33,44 +28,10 @@ _PICKLE_SUFFIXES = (".joblib", ".pkl", ".pickle", ".pt", ".pth")
 _SHOWN_PARAMETERS = ("kernel", "transform", "max_epochs", "d_model", "n_layers", "loss", "random_state")
 
 
-class _EpochProgress(Callback):
-    """Note where this run's training starts; print one line per epoch on stderr unless quiet.
-
-    Parameters
-    ----------
-    total : int
-        The fit's ``max_epochs``, shown as ``epoch 3/12``.
-    quiet : bool, default=False
-        Print nothing (``--quiet``); where training started is noted all the same.
-
-    Attributes
-    ----------
-    epochs_before_ : int or None
-        The epochs the history held when this run's training began: 0 for a
-        fresh fit, those of the checkpoint for a resumed one, ``None`` when no
-        training began (a checkpoint of a finished fit is loaded as it is).
-    """
-
-    def __init__(self, total, quiet=False):
-        self.total = total
-        self.quiet = quiet
-        self.epochs_before_ = None
-
-    def on_train_begin(self, net, **kwargs):
-        # A resumed fit's history holds the checkpoint's epochs by now.
-        self.epochs_before_ = len(net.history)
-
-    def on_epoch_end(self, net, **kwargs):
-        if self.quiet:
-            return
-        row = net.history[-1]
-        valid = f", validation loss {format_number(row['valid_loss'])}" if "valid_loss" in row else ""
-        print_progress(f"epoch {row['epoch']}/{self.total}: training loss {format_number(row['train_loss'])}"
-                       f"{valid} ({format_number(row['dur'])} s)")
-
-
 def _checkpoint_dir(text):
     """A ``--checkpoint`` directory the estimator can write to, checked as the command line is read."""
+    from .._training import check_checkpoint_dir
+
     try:
         check_checkpoint_dir(text)
     except ValueError as exc:
@@ -138,6 +99,13 @@ def run(args, parser):
     code : int
         0; errors exit through ``parser`` (2 for usage, 1 for a failed training).
     """
+    import torch
+
+    from .._model_files import save_model
+    from ..estimator import MeasureTransformerRegressor
+    from ..experiments import format_number
+    from ._epoch_progress import EpochProgress
+
     params = estimator_params(args, parser)
     check_outputs(parser, save=args.save)
     if os.path.splitext(args.save)[1].lower() in _PICKLE_SUFFIXES:
@@ -147,7 +115,7 @@ def run(args, parser):
         params["checkpoint_dir"] = args.checkpoint
     X, y, read = load_pair(args, parser)
     model = MeasureTransformerRegressor(**params)
-    progress = _EpochProgress(model.max_epochs, quiet=args.quiet)
+    progress = EpochProgress(model.max_epochs, quiet=args.quiet)
     model.set_params(callbacks=[("cli_progress", progress)])
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -5,7 +5,8 @@ and writes its predictions, or the images of query points under each measure's
 map (``--points``), as ``.npy`` (one dense array) or ``.npz`` (one array per
 measure). The model, the files and the output path are checked before any
 prediction, and a file the model refuses is reported with the estimator's
-message, naming the option that brought it.
+message, naming the option that brought it. The model's code (torch, skorch)
+is imported when the command runs, not for ``--help``.
 """
 
 from __future__ import annotations
@@ -13,15 +14,6 @@ from __future__ import annotations
 import os
 import time
 
-import joblib
-import numpy as np
-
-from .._model_files import load_model
-from .._persistence import is_pickle_like
-from .._training import network_inputs
-from .._validation import check_measures, check_n_features
-from ..estimator import MeasureTransformerRegressor
-from ..experiments import format_number
 from ._arguments import add_group_column_option, add_loader_options, option_error, positive_int
 from ._files import DATA_FILE, POINTS_FILE, check_outputs, describe_file, load, write_measures
 from ._report import describe_measures, fail, say
@@ -78,6 +70,12 @@ def add_parser(subparsers):
 
 
 def _load_model(parser, path, *, allow_pickle):
+    import joblib
+
+    from .._model_files import load_model
+    from .._persistence import is_pickle_like
+    from ..estimator import MeasureTransformerRegressor
+
     if not os.path.isfile(path):
         parser.error(f"MODEL {path!r}: no such file")
     if not is_pickle_like(path):
@@ -104,6 +102,9 @@ def _load_model(parser, path, *, allow_pickle):
 def _check_inputs(parser, model, X, points):
     """The measures, then the query points, each checked against the model on its own, so that a refusal
     names the option that brought the file. Whether they pair up is left to ``transport``."""
+    from .._training import network_inputs
+    from .._validation import check_measures, check_n_features
+
     try:
         network_inputs(model, X)
     except (ValueError, TypeError) as exc:
@@ -148,6 +149,10 @@ def run(args, parser):
     code : int
         0; errors exit through ``parser`` (2 for usage, 1 for a failed prediction).
     """
+    import numpy as np
+
+    from ..experiments import format_number
+
     if os.path.splitext(args.out)[1].lower() not in _OUTPUT_FORMATS:
         parser.error(f"--out {args.out!r}: the output must end in .npy (one dense array) or .npz (one array per "
                      "measure)")

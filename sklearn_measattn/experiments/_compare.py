@@ -247,24 +247,22 @@ def _model_params(kernels, transforms, *, epochs, d_model, n_heads, n_layers, di
 
 
 def _progress_line(done, total, row):
-    head = f"[{done}/{total}] {row['task']} {row['tail']} {row['kernel']}/{row['transform']} seed {row['seed']}: "
-    head = head.replace("  ", " ")
+    """One fit's line: under 120 characters (the data it ran on is in its seed's ``[no model]`` line)."""
+    head = f"[{done}/{total}] {row['kernel']}/{row['transform']} seed {row['seed']}: "
     if row["status"] != "ok":
         return head + f"diverged after {format_number(row['fit_time'])} s: {row.get('error', '')}"
     return head + (
-        f"energy [symlog] {format_number(row['energy_symlog'])}, attn ESS/n {format_number(row['attention_ess'])}, "
-        f"spread ratio {format_number(row['spread_ratio_median'])}, corr(scale) {format_number(row['corr_scale'])}, "
+        f"energy {format_number(row['energy_symlog'])}, ESS/n {format_number(row['attention_ess'])}, "
+        f"spread {format_number(row['spread_ratio_median'])}, corr(scale) {format_number(row['corr_scale'])}, "
         f"fit {format_number(row['fit_time'])} s"
     )
 
 
 def _reference_line(rows):
+    """One seed's no-model rows: the data, and the held-out energies (symlog space, as every energy printed)."""
     first = rows[0]
-    head = f"[no model] {first['task']} {first['tail']} seed {first['seed']}: ".replace("  ", " ")
-    return head + ", ".join(
-        f"{row['kernel']} energy [symlog] {format_number(row['energy_symlog'])}, corr(scale) "
-        f"{format_number(row['corr_scale'])}" for row in rows
-    )
+    head = f"[no model] {first['task']} {first['tail']} seed {first['seed']}: energy [symlog] ".replace("  ", " ")
+    return head + ", ".join(f"{row['kernel']} {format_number(row['energy_symlog'])}" for row in rows)
 
 
 def _run(calls, references, n_jobs, progress, return_examples):

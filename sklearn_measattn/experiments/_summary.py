@@ -1,8 +1,9 @@
-"""Summaries of kernel comparisons: mean over seeds, the printed table, the recommendation."""
+"""Summaries of kernel comparisons: mean over seeds, the verdict, the printed table and its legend."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -30,33 +31,42 @@ _SUMMARY_METRICS = (
 )
 _GROUP_KEYS = ("task", "tail", "tail_index", "kernel", "transform")
 
-#: What the columns of :func:`comparison_table` mean, printed under the table.
+#: The widest line the comparison's table, legend and verdict may print: they fit a 120-column terminal.
+_LINE_WIDTH = 100
+
+#: What the table of :func:`comparison_table` shows, printed under it (each note wrapped to 100 columns).
 COMPARISON_NOTES = (
-    "energy, W1 [symlog]: energy distance and Wasserstein-1 between the held-out targets and the predictions, "
-    "after symlog of every coordinate (on heavy-tailed data the raw distances are dominated by a few extreme "
-    "points; the CSV has both); lower is better.",
-    "attn ESS/n: how many points each query of the trained first attention layer effectively uses, as a fraction "
-    "of the ensemble size (median over held-out measures and heads); 1/n means one point takes all the weight.",
-    "spread ratio: spread of the predicted ensemble over the target's (median over held-out measures); 1 is right, "
-    "near 0 means the predicted particles sit on one point.",
-    "corr(scale): rank correlation, across held-out measures, of predicted and target spread; near 0 means the "
-    "predictions no longer follow the input.",
-    f"collapsed (why): yes when attn ESS/n < {ATTENTION_ESS_THRESHOLD:g} ('attention') or spread "
-    f"ratio < {SPREAD_THRESHOLD:g} ('spread'); k/n when seeds disagree.",
-    f"ignores input: seeds with corr(scale) < {CORRELATION_THRESHOLD:g}; shown apart because too "
-    "little training does this too.",
-    f"learned: seeds whose held-out energy [symlog] is below {LEARNED_MARGIN:g} x the better of the 'pooled' and "
-    "'identity' rows; only those have learned the map from input to output measure. \"can't tell\" when even "
-    "the 'oracle' row is not that far below them: at this size the distance cannot show learning.",
-    "rows that need no model, scored alike: 'pooled' predicts every held-out measure by points drawn from all "
-    "training targets (the best that ignores the input); 'identity' predicts the input itself; 'oracle' is a "
-    "fresh sample of the true target law (built-in benchmarks only): the two-sample level, what random draws "
-    "from the right law score (a model can land below it).",
+    "Each cell is the mean over the seeds that ran; ± is the standard deviation (sd) across seeds, not a "
+    "standard error. Every column of every fit is in the CSV of --out, one row per seed.",
+    "energy: energy distance between held-out target and predicted ensembles after symlog, sign(x) "
+    "log(1 + |x|), of every coordinate (raw distances on heavy tails are ruled by a few extreme points; the "
+    "CSV has them, and W1); lower is better.",
+    "vs base: energy over that of the better no-model row, pooled or identity, of the same seed.",
+    "ESS/n: effective sample size of the trained first attention layer over the ensemble size (median over "
+    "held-out measures and heads); 1/n means one point takes all the weight.",
+    "spread: spread of the predicted ensemble over the target's (median over held-out measures); 1 is "
+    "right, near 0 means the predicted points sit on one point.",
+    "corr(scale): rank correlation, across held-out measures, of predicted and target spread; near 0 means "
+    "the predictions no longer follow the input.",
+    f"collapsed: yes when ESS/n < {ATTENTION_ESS_THRESHOLD:g} (ESS: the attention rests on one point) or "
+    f"spread < {SPREAD_THRESHOLD:g} (spread); k/n when k of n seeds collapsed.",
+    f"ignores: seeds with corr(scale) < {CORRELATION_THRESHOLD:g}; apart from collapse, as too little "
+    "training does this too.",
+    f"learned: yes when vs base < {LEARNED_MARGIN:g} in every seed (k/n: in k seeds): only then has the "
+    "model learned the map from input to output measure; \"can't tell\" when even the oracle row is not that "
+    "far below the no-model rows.",
+    "no model: rows scored alike without training: pooled predicts every measure by points drawn from all "
+    "training targets (the best that ignores the input); identity predicts the input itself; oracle is a "
+    "fresh random sample of the true target law (benchmarks only). The oracle is the level of sampling "
+    "noise, not a floor: two independent samples differ by the noise of both, and a prediction trained to "
+    "shrink this very distance can come closer to the held-out sample than a fresh draw does.",
+    f"tied (in the verdict): mean energies within {TIE_STANDARD_ERRORS:g} standard errors of their "
+    "difference, sqrt(sd1^2/n1 + sd2^2/n2) over n1, n2 seeds: what seed-to-seed noise alone produces.",
 )
 
 _TABLE_HEADER = (
-    "kernel", "transform", "energy [symlog]", "W1 [symlog]", "attn ESS/n", "spread ratio", "corr(scale)",
-    "collapsed (why)", "ignores input", "learned", "fit (s)",
+    "kernel", "transform", "energy ± sd", "vs base", "ESS/n", "spread", "corr(scale)", "collapsed", "ignores",
+    "learned",
 )
 
 
@@ -142,13 +152,17 @@ def _mean_std(mean, std):
     return format_number(mean) + (f" ± {format_number(std)}" if np.isfinite(std) else "")
 
 
+def _mean(mean):
+    return format_number(mean) if np.isfinite(mean) else "nan"
+
+
 def _why(s):
-    faces = [name for name, n in (("attention", s["n_attention"]), ("spread", s["n_within"])) if n]
+    faces = [name for name, n in (("ESS", s["n_attention"]), ("spread", s["n_within"])) if n]
     return f" ({', '.join(faces)})" if faces else ""
 
 
 def comparison_table(summary, *, judge=True):
-    """The comparison table as a header and rows of strings.
+    """The comparison table as a header and rows of strings, narrow enough for a 120-column terminal.
 
     Parameters
     ----------
@@ -162,51 +176,49 @@ def comparison_table(summary, *, judge=True):
     -------
     header : list of str
     body : list of list of str
-        Numbers with three significant figures (:func:`format_number`), mean
-        ± standard deviation over seeds when there are several.
+        One row per configuration, then the rows that need no model. Numbers
+        have three significant figures (:func:`format_number`); the held-out
+        energy is the mean ± the standard deviation across seeds (when there
+        are several), the other numbers are means; :data:`COMPARISON_NOTES`
+        says what each column means, and the per-seed rows hold every metric.
 
     Examples
     --------
     >>> from sklearn_measattn.experiments import comparison_table
     >>> header, body = comparison_table([])
     >>> header[:3]
-    ['kernel', 'transform', 'energy [symlog]']
+    ['kernel', 'transform', 'energy ± sd']
     """
     body = []
     for s in sorted(summary, key=lambda s: bool(s.get("reference"))):  # the no-model rows last
         n_ok = s["n_ok"]
+        numbers = [_mean_std(s["energy_symlog_mean"], s["energy_symlog_std"])]
         if s.get("reference"):
-            body.append([
-                s["kernel"], "(no model)",
-                _mean_std(s["energy_symlog_mean"], s["energy_symlog_std"]),
-                _mean_std(s["w1_symlog_mean"], s["w1_symlog_std"]),
-                "-",
-                _mean_std(s["spread_ratio_median_mean"], s["spread_ratio_median_std"]),
-                _mean_std(s["corr_scale_mean"], s["corr_scale_std"]),
-                "-", "-", "-", "-",
-            ])
+            body.append([s["kernel"], "no model", *numbers, "-", "-", _mean(s["spread_ratio_median_mean"]),
+                         _mean(s["corr_scale_mean"]), "-", "-", "-"])
             continue
         learned = s["learned"] if n_ok else "diverged"
         if not judge and n_ok:
-            collapsed, ignores, learned = "too small to judge", "-", "-"
+            collapsed, ignores, learned = "can't judge", "-", "-"
         else:
             collapsed = s["collapsed"] + ("" if s["collapsed"] in ("no", "diverged") else _why(s))
             ignores = "diverged" if not n_ok else f"{s['n_across']}/{n_ok}"
         body.append([
-            s["kernel"], s["transform"],
-            _mean_std(s["energy_symlog_mean"], s["energy_symlog_std"]),
-            _mean_std(s["w1_symlog_mean"], s["w1_symlog_std"]),
-            _mean_std(s["attention_ess_mean"], s["attention_ess_std"]),
-            _mean_std(s["spread_ratio_median_mean"], s["spread_ratio_median_std"]),
-            _mean_std(s["corr_scale_mean"], s["corr_scale_std"]),
+            s["kernel"], s["transform"], *numbers, _mean(s["energy_vs_baseline_mean"]),
+            _mean(s["attention_ess_mean"]), _mean(s["spread_ratio_median_mean"]), _mean(s["corr_scale_mean"]),
             collapsed, ignores, learned,
-            format_number(s["fit_time_mean"]),
         ])
     return list(_TABLE_HEADER), body
 
 
+def _wrap(text, *, indent=""):
+    """``text`` in lines of at most 100 characters, the lines after the first indented by two more spaces."""
+    return textwrap.wrap(text, width=_LINE_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_on_hyphens=False)
+
+
 def format_comparison(summary, *, title=None, judge=True):
-    """Render :func:`summarize` output as an aligned text table with what the columns mean.
+    """Render :func:`summarize` output as an aligned text table with a legend of what it shows.
 
     Parameters
     ----------
@@ -220,6 +232,9 @@ def format_comparison(summary, *, title=None, judge=True):
     Returns
     -------
     text : str
+        The title, the table, a blank line and the legend
+        (:data:`COMPARISON_NOTES`, wrapped to 100 columns); the verdict is
+        :func:`recommend`'s.
 
     Examples
     --------
@@ -228,7 +243,8 @@ def format_comparison(summary, *, title=None, judge=True):
     'nothing run'
     """
     header, body = comparison_table(summary, judge=judge)
-    return format_table(header, body, title=title, notes=COMPARISON_NOTES)
+    notes = [line for note in COMPARISON_NOTES for line in _wrap(note)]
+    return format_table(header, body, title=title, notes=notes)
 
 
 def tied_with_best(usable):
@@ -283,19 +299,234 @@ def _difference_standard_error(a, b):
     return math.sqrt(sum(parts)) if all(np.isfinite(parts)) else math.nan
 
 
-def recommend(summary):
-    """One line naming the best kernel and transform, with the evidence for it.
+def _name(s):
+    return f"{s['kernel']}/{s['transform']}"
 
-    The candidates are the (kernel, transform) pairs that learned the map in
-    every seed (held-out energy below the no-model rows, see
-    :func:`~sklearn_measattn.metrics.learned_verdict`) and neither collapsed
-    nor diverged in any; the best is the one with the lowest mean symlog
-    energy distance. The line names the configurations tied with it within
-    seed noise (:func:`tied_with_best`) instead of ranking them by the third
-    digit, or says that the runner-up's margin is beyond seed noise (with one
-    seed there is no noise estimate, and the line says so); it says which
-    pairs collapsed or did not learn, and, where an ``oracle`` row exists, how far the best is from the
-    two-sample level. When no pair learned, it says so and what to raise.
+
+def _fits(summary):
+    """The configurations that were trained (not the rows that need no model)."""
+    return [s for s in summary if not s.get("reference")]
+
+
+def _learned(s):
+    """Learned the map in every seed, and collapsed and diverged in none."""
+    return s["collapsed"] == "no" and s.get("learned") == "yes" and bool(np.isfinite(s["energy_symlog_mean"]))
+
+
+def _collapsed(s):
+    """Collapsed, or diverged, in at least one seed."""
+    return s["collapsed"] != "no"
+
+
+def _did_not_learn(s):
+    """Neither collapsed nor learned the map in every seed (``can't tell`` included)."""
+    return not _collapsed(s) and not _learned(s)
+
+
+def _ranked(summary):
+    """The configurations that learned, best (lowest mean energy) first."""
+    return sorted((s for s in _fits(summary) if _learned(s)), key=lambda s: s["energy_symlog_mean"])
+
+
+def _transform_words(transform):
+    return "without a transform" if transform == "none" else f"with {transform}"
+
+
+def _seeds_note(s, count):
+    """`` (k/n seeds)`` when only some seeds did it."""
+    return "" if count in (0, s["n_ok"]) else f" ({count}/{s['n_ok']} seeds)"
+
+
+def _kernels_by_transform(rows, note=lambda s: ""):
+    """E.g. ``"softmax and poly without a transform; log with symlog"``, in the order of the rows."""
+    groups = {}
+    for s in rows:
+        groups.setdefault(s["transform"], []).append(s["kernel"] + note(s))
+    parts = []
+    for transform, kernels in groups.items():
+        names = kernels[0] if len(kernels) == 1 else ", ".join(kernels[:-1]) + " and " + kernels[-1]
+        parts.append(f"{names} {_transform_words(transform)}")
+    return "; ".join(parts)
+
+
+def _collapse_faces(rows):
+    """How the rows collapsed, in words."""
+    faces = []
+    if any(s["n_attention"] for s in rows):
+        faces.append(f"ESS/n < {ATTENTION_ESS_THRESHOLD:g}: attention on one point")
+    if any(s["n_within"] for s in rows):
+        faces.append(f"spread < {SPREAD_THRESHOLD:g}: the predicted points sit on one point")
+    if any(s["collapsed"].startswith("diverged") or "diverged)" in s["collapsed"] for s in rows):
+        faces.append("or the training diverged")
+    return "; ".join(faces)
+
+
+def _best_no_model(summary):
+    """The lower mean energy of the ``pooled`` and ``identity`` rows (nan without them)."""
+    energies = [s["energy_symlog_mean"] for s in summary
+                if s.get("reference") and s["kernel"] in ("pooled", "identity")]
+    return min(energies, default=math.nan)
+
+
+def _learned_line(summary):
+    learned = [s for s in _fits(summary) if _learned(s)]
+    if not learned:
+        return None
+    # the transform of the best first, each transform's kernels in the order they ran
+    lowest = {}
+    for s in learned:
+        lowest[s["transform"]] = min(lowest.get(s["transform"], math.inf), s["energy_symlog_mean"])
+    learned.sort(key=lambda s: lowest[s["transform"]])
+    low, high = (format_number(f(s["energy_symlog_mean"] for s in learned)) for f in (min, max))
+    span = low if low == high else f"{low} to {high}"
+    return f"{_kernels_by_transform(learned)}, energy {span}"
+
+
+def _collapsed_line(summary):
+    rows = [s for s in _fits(summary) if _collapsed(s)]
+    if not rows:
+        return "none"
+    return f"{_kernels_by_transform(rows, lambda s: _seeds_note(s, s['n_collapsed']))} ({_collapse_faces(rows)})"
+
+
+def _did_not_learn_line(summary):
+    rows = [s for s in _fits(summary) if _did_not_learn(s)]
+    if not rows:
+        return None
+    return (f"{_kernels_by_transform(rows, lambda s: _seeds_note(s, s['n_ok'] - s['n_learned']))} "
+            f"(energy not below {LEARNED_MARGIN:g} x the no-model rows)")
+
+
+def _equally_good(summary):
+    """The best configuration and those tied with it within seed noise, best first."""
+    ranked = _ranked(summary)
+    return ranked[:1] + tied_with_best(ranked)
+
+
+def _recommendation(summary):
+    """What to use, in one sentence, from the configurations that learned."""
+    ranked = _ranked(summary)
+    if not ranked:
+        if not any(s.get("n_learned") for s in _fits(summary)):
+            return ("none: no configuration learned the map; train longer or on more measures (raise --epochs, "
+                    "--n-samples)")
+        return "none: no configuration learned the map in every seed without collapsing"
+    best, good = ranked[0], _equally_good(summary)
+    transform = None if best["transform"] == "none" else best["transform"]
+    if len(good) == 1:
+        if len(ranked) == 1:
+            return f"kernel={best['kernel']!r}, transform={transform!r}, the only configuration that learned"
+        if not np.isfinite(_difference_standard_error(best, ranked[1])):
+            return (f"kernel={best['kernel']!r}, transform={transform!r}, the lowest energy; one seed cannot "
+                    "tell ties apart: run --seeds 3")
+        return (f"kernel={best['kernel']!r}, transform={transform!r}: its energy is below the next "
+                f"({_name(ranked[1])}) by more than seed noise")
+    if {s["transform"] for s in good} != {best["transform"]}:
+        return f"any of {', '.join(_name(s) for s in good)}: they are tied within seed noise"
+    if len(good) == len([s for s in _fits(summary) if s["transform"] == best["transform"]]):
+        return f"transform={transform!r}, with any kernel tried: they are tied within seed noise"
+    kernels = " or ".join(repr(s["kernel"]) for s in good)
+    return f"transform={transform!r} with kernel {kernels}: they are tied within seed noise"
+
+
+def _verb(rows, singular, plural):
+    return singular if len({s["kernel"] for s in rows}) == 1 else plural
+
+
+def _kernel_list(rows):
+    kernels = list(dict.fromkeys(s["kernel"] for s in rows))
+    return kernels[0] if len(kernels) == 1 else ", ".join(kernels[:-1]) + " and " + kernels[-1]
+
+
+def _outcomes(rows, good, as_good=("does as well", "do as well")):
+    """What became of ``rows``, in words, grouped: as good as the best (``as_good``, singular and plural),
+    learned less well, collapsed, did not learn."""
+    tied = [s for s in rows if _name(s) in good]
+    worse = [s for s in rows if _learned(s) and _name(s) not in good]
+    collapsed = [s for s in rows if _collapsed(s)]
+    unlearned = [s for s in rows if _did_not_learn(s)]
+    parts = []
+    if tied:
+        parts.append(f"{_kernel_list(tied)} {_verb(tied, *as_good)}")
+    if worse:
+        parts.append(f"{_kernel_list(worse)} {_verb(worse, 'learns', 'learn')} less well")
+    if collapsed:
+        parts.append(f"{_kernel_list(collapsed)} {_verb(collapsed, 'collapses', 'collapse')}")
+    if unlearned:
+        do = _verb(unlearned, "does", "do")
+        parts.append(f"{_kernel_list(unlearned)} {f'{do} not collapse but ' if collapsed else ''}{do} not learn")
+    return parts
+
+
+def _transform_matters(summary):
+    """Why, when the transform decides more than the kernel: every kernel run with the best configuration's
+    transform is tied with it, and without that transform some kernel does worse (``None`` otherwise)."""
+    ranked = _ranked(summary)
+    if not ranked:
+        return None
+    best, fits = ranked[0], _fits(summary)
+    good = {_name(s) for s in _equally_good(summary)}
+    with_it = [s for s in fits if s["transform"] == best["transform"]]
+    without = [s for s in fits if s["transform"] != best["transform"]]
+    if len(with_it) < 2 or any(_name(s) not in good for s in with_it) or all(_name(s) in good for s in without):
+        return None
+    parts = _outcomes(without, good)
+    lead = "the kernel matters: " if len(parts) > 1 else ""
+    return (f"the transform matters more than the kernel here; {_other_transforms(without)}, {lead}"
+            f"{', '.join(parts)}")
+
+
+def _kernel_matters(summary):
+    """Why, when the kernel decides: with the best configuration's transform, some kernel fails or is
+    beaten beyond seed noise (``None`` otherwise)."""
+    ranked = _ranked(summary)
+    if not ranked:
+        return None
+    best = ranked[0]
+    good = {_name(s) for s in _equally_good(summary)}
+    with_it = [s for s in _fits(summary) if s["transform"] == best["transform"]]
+    if all(_name(s) in good for s in with_it):
+        return None
+    outcomes = _outcomes(with_it, good, as_good=("learns best", "learn best"))
+    return f"the kernel matters {_transform_words(best['transform'])}: {', '.join(outcomes)}"
+
+
+def _nothing_matters(summary):
+    """Why, when every configuration run is tied with the best (``None`` otherwise)."""
+    fits = _fits(summary)
+    good = {_name(s) for s in _equally_good(summary)}
+    if len(fits) < 2 or any(_name(s) not in good for s in fits):
+        return None
+    return "neither the kernel nor the transform matters here: every configuration is tied within seed noise"
+
+
+def _other_transforms(rows):
+    transforms = list(dict.fromkeys(s["transform"] for s in rows))
+    if transforms == ["none"]:
+        return "without it"
+    return "with " + " or ".join("no transform" if t == "none" else t for t in transforms)
+
+
+def recommend(summary):
+    """The verdict of a comparison, in a few lines of at most 100 characters, computed from the results.
+
+    Small rules, each a function of the summary, make the lines:
+
+    - ``learned``: the configurations that learned the map in every seed
+      (held-out energy below the no-model rows, see
+      :func:`~sklearn_measattn.metrics.learned_verdict`) and neither
+      collapsed nor diverged in any, with the range of their energies;
+    - ``collapsed``: those that collapsed or diverged in some seed, and how;
+    - ``did not learn``: the rest;
+    - ``use``: the best (lowest mean energy among those that learned) and
+      those tied with it within seed noise (:func:`tied_with_best`), or the
+      transform alone when every kernel run with it is tied; when none
+      learned, what to raise;
+    - ``why``: whether the transform matters more than the kernel (every
+      kernel run with the best one's transform is tied with it, and without
+      that transform some kernel does worse), or the kernel matters (with
+      that transform some kernel fails or is beaten beyond seed noise), or
+      neither does (every configuration is tied).
 
     Parameters
     ----------
@@ -304,60 +535,34 @@ def recommend(summary):
 
     Returns
     -------
-    line : str
-        Starts with ``"recommendation: "``.
+    text : str
+        The verdict: a first line ``"Verdict ..."`` and one labelled line (or
+        a few, wrapped) per rule that has something to say.
 
     Examples
     --------
     >>> from sklearn_measattn.experiments import recommend
     >>> recommend([])
-    'recommendation: none: nothing was run.'
+    'Verdict: none: nothing was run.'
     """
-    fits = [s for s in summary if not s.get("reference")]
+    fits = _fits(summary)
     if not fits:
-        return "recommendation: none: nothing was run."
-    collapsed = [f"{s['kernel']}/{s['transform']}" for s in fits if s["collapsed"] != "no"]
-    unlearned = [f"{s['kernel']}/{s['transform']}" for s in fits
-                 if s["collapsed"] == "no" and s.get("learned") != "yes"]
-    usable = [s for s in fits
-              if s["collapsed"] == "no" and s.get("learned") == "yes" and np.isfinite(s["energy_symlog_mean"])]
-    failed_text = f"; collapsed or diverged: {', '.join(collapsed)}" if collapsed else "; none collapsed"
-    if unlearned:
-        failed_text += f"; did not learn: {', '.join(unlearned)}"
-    if not usable:
-        if not any(s.get("n_learned") for s in fits):
-            return ("recommendation: none: no configuration learned the map (held-out energy [symlog] not clearly "
-                    "below the 'pooled'/'identity' rows that need no model); the table ranks untrained models. "
-                    f"Train longer or on more measures (raise --epochs, --n-samples){failed_text}.")
-        return ("recommendation: none: no configuration learned the map in every seed without collapsing"
-                + failed_text + ".")
-    usable.sort(key=lambda s: s["energy_symlog_mean"])
-    best = usable[0]
-    name = f"kernel={best['kernel']!r}, transform={best['transform'] if best['transform'] != 'none' else None!r}"
-    evidence = (
-        f"lowest held-out energy [symlog] {format_number(best['energy_symlog_mean'])} among the configurations "
-        f"that learned, {format_number(best['energy_vs_baseline_mean'])} x the best no-model row, with attn "
-        f"ESS/n {format_number(best['attention_ess_mean'])}"
-    )
-    oracle = next((s for s in summary if s.get("reference") and s["kernel"] == "oracle"
-                   and all(s[k] == best[k] for k in ("task", "tail", "tail_index"))), None)
-    if oracle is not None and oracle["energy_symlog_mean"] > 0:
-        evidence += (f"; {format_number(best['energy_symlog_mean'] / oracle['energy_symlog_mean'])} x the "
-                     f"oracle's two-sample level {format_number(oracle['energy_symlog_mean'])}")
-    tied = tied_with_best(usable)
-    if tied:
-        shown = ", ".join(f"{s['kernel']}/{s['transform']} {_mean_std(s['energy_symlog_mean'], s['energy_symlog_std'])}"
-                          for s in tied)
-        name += (f", tied within seed noise with {shown} (means within {TIE_STANDARD_ERRORS:g} standard errors of "
-                 f"their difference over {best['n_ok']} seeds: any of them does as well here)")
-    elif len(usable) > 1:
-        runner = usable[1]
-        margin = runner["energy_symlog_mean"] - best["energy_symlog_mean"]
-        error = _difference_standard_error(best, runner)
-        evidence += f"; next {runner['kernel']}/{runner['transform']} at {format_number(runner['energy_symlog_mean'])}"
-        if not np.isfinite(error):
-            evidence += " (one seed: no estimate of seed noise, run --seeds 3 to tell ties apart)"
-        else:
-            evidence += (f" (margin {format_number(margin)} beyond seed noise: {TIE_STANDARD_ERRORS:g} standard "
-                         f"errors are {format_number(TIE_STANDARD_ERRORS * error)})")
-    return f"recommendation: {name}: {evidence}{failed_text}."
+        return "Verdict: none: nothing was run."
+    seeds = max(s["n_seeds"] for s in fits)
+    items = [
+        ("learned", _learned_line(summary)),
+        ("collapsed", _collapsed_line(summary)),
+        ("did not learn", _did_not_learn_line(summary)),
+        ("use", _recommendation(summary)),
+        ("why", _transform_matters(summary) or _kernel_matters(summary) or _nothing_matters(summary)),
+    ]
+    no_model = _best_no_model(summary)
+    scale = f": {format_number(no_model)} with no model" if np.isfinite(no_model) else ""
+    lines = [f"Verdict ({seeds} seed{'s' if seeds > 1 else ''}; held-out energy, lower is better{scale}; "
+             "numbers below):"]
+    for label, text in items:
+        if text is not None:
+            first, *rest = textwrap.wrap(text, width=_LINE_WIDTH - 17, break_on_hyphens=False)
+            lines.append(f"  {label + ':':<15}{first}")
+            lines += [" " * 17 + line for line in rest]
+    return "\n".join(lines)

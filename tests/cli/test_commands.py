@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from sklearn_measattn.__main__ import main
+from sklearn_measattn.cli.compare import report
 from sklearn_measattn.datasets import load_measures
+from sklearn_measattn.experiments import summarize
 from sklearn_measattn.metrics import (
     ATTENTION_ESS_THRESHOLD,
     CORRELATION_THRESHOLD,
@@ -18,6 +20,7 @@ from sklearn_measattn.metrics import (
     SPREAD_THRESHOLD,
     collapse_verdict,
 )
+from tests.experiments.comparison_tables import comparison_rows
 
 
 def _exit_code(argv):
@@ -87,21 +90,51 @@ def test_help_subprocess():
     assert "compare" in result.stdout and "ess" in result.stdout and "diagnose" in result.stdout
 
 
+def test_the_default_report_answers_first_and_fits_a_terminal():
+    """On a results table shaped like the default run's, compare prints its verdict first, then the table
+    and its legend, in lines of at most 120 characters."""
+    summary = summarize(comparison_rows())
+    title = ("matrix_inverse, tail=pareto (index 0.7), 512 training measures x 128 points, 64 held out, 16 epochs, "
+             "seeds 0, 1, 2")
+    text = report(summary, title)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    header = next(i for i, line in enumerate(lines) if line.startswith("kernel "))
+    verdict = lines.index(next(line for line in lines if line.startswith("Verdict (")))
+    assert verdict == 0 < header
+    assert lines[verdict + 1].startswith("  learned:") and lines[header - 1].startswith("matrix_inverse")
+    # What the verdict and the table say agrees: the configurations named collapsed are those the table marks.
+    collapsed = next(line for line in lines[:header] if line.startswith("  collapsed:"))
+    assert "softmax and poly without a transform" in collapsed
+    assert {line.split()[0] for line in lines[header + 2:] if line.split()[1:2] == ["none"]
+            and "yes (ESS)" in line} == {"softmax", "poly"}
+    # Even a wide run (every kernel, many seeds) stays inside the terminal.
+    wide = {(k, t): values for k in ("softmax", "poly", "log", "sigmoid", "softplus", "compact", "sparsemax",
+                                     "learned_poly") for t, values in (("none", (0.131, 0.00646, 0.0412, 0.15, 0.1)),
+                                                                       ("symlog", (0.0451, 0.000912, 0.8, 1.0, 0.6)))}
+    text = report(summarize(comparison_rows(wide)), title + ", 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17")
+    assert max(len(line) for line in text.splitlines()) <= 120
+    assert "yes (ESS, spread)" in text
+
+
 @pytest.mark.slow
 def test_compare_quick_end_to_end(tmp_path, capsys):
     out_csv = tmp_path / "results.csv"
     code = main(["compare", "--quick", "--seeds", "1", "--kernels", "softmax", "log", "--out", str(out_csv)])
     assert code == 0
     captured = capsys.readouterr()
-    for column in ("kernel", "transform", "energy [symlog]", "W1 [symlog]", "attn ESS/n", "spread ratio",
-                   "corr(scale)", "collapsed (why)", "fit (s)"):
-        assert column in captured.out
+    header = next(line for line in captured.out.splitlines() if line.startswith("kernel"))
+    for column in ("kernel", "transform", "energy ± sd", "vs base", "ESS/n", "spread", "corr(scale)", "collapsed",
+                   "ignores", "learned"):
+        assert column in header
     # users' words: what the columns mean, no study jargon
     assert "before any study run" not in captured.out and "face" not in captured.out
-    assert "ignores input" in captured.out and "collapsed (why)" in captured.out
-    # A smoke-test size supports no verdict and no recommendation.
-    assert "too small to judge" in captured.out
-    assert "recommendation: none: --quick" in captured.out
+    assert "\nignores: seeds with corr(scale)" in captured.out and "\ncollapsed: yes when" in captured.out
+    # A smoke-test size supports no verdict and no recommendation, and says so first.
+    assert captured.out.startswith("Verdict: none: --quick is a smoke test, too small to judge")
+    assert "can't judge" in captured.out
+    # Every line fits a 120-column terminal, progress lines included.
+    assert max(len(line) for line in (captured.out + captured.err).splitlines()) <= 120
     # One progress line per fit on stderr, and one for the no-model rows.
     lines = captured.err.splitlines()
     assert sum(line.startswith("[") and line[1].isdigit() and "seed 0:" in line for line in lines) == 4
@@ -183,7 +216,7 @@ def _significant_digits(token):
 def test_progress_and_table_round_the_same_way(capsys):
     main(["compare", "--quick", "--kernels", "log", "--transforms", "none"])
     captured = capsys.readouterr()
-    progress = re.search(r"energy \[symlog\] (\S+), attn ESS/n (\S+),", captured.err)
+    progress = re.search(r"\] log/none seed 0: energy (\S+), ESS/n (\S+),", captured.err)
     assert progress, captured.err
     row = next(line for line in captured.out.splitlines() if line.startswith("log "))
     cells = row.split()
@@ -272,7 +305,7 @@ def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
     assert main(["compare", "--data", str(archive), "--test-size", "4", "--out", str(out_csv), *_TINY]) == 0
     out = capsys.readouterr().out
     assert ("pairs.npz (array 'X'): 16 measures of up to 12 points; targets pairs.npz (array 'y'): up to 12 "
-            "points, paired by position; 12 for training and 4 held out") in out
+            "points, paired by position; 12 for training and 4 held out") in " ".join(out.split())
     with open(out_csv) as handle:
         (row,) = [r for r in csv.DictReader(handle) if r["kernel"] not in REFERENCE_NAMES]
     assert row["task"] == "pairs.npz" and row["n_samples"] == "12" and row["n_test"] == "4"
@@ -286,7 +319,7 @@ def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
     table = out.splitlines()
     header = next(line for line in table if line.startswith("kernel"))
     assert "learned" in header.split()
-    assert any(line.startswith("pooled") and "(no model)" in line for line in table)
+    assert any(line.startswith("pooled") and "no model" in line for line in table)
     assert any(line.startswith("identity") for line in table) and not any(line.startswith("oracle") for line in table)
 
 
@@ -337,7 +370,7 @@ def captured_inputs(monkeypatch):
         seen["X"], seen["y"] = X, y
         raise _Captured
 
-    monkeypatch.setattr("sklearn_measattn.cli.compare.compare_kernels_on_data", fake)
+    monkeypatch.setattr("sklearn_measattn.experiments.compare_kernels_on_data", fake)  # compare imports it when run
     return seen
 
 
@@ -443,7 +476,7 @@ def test_compare_and_diagnose_say_what_they_read(tmp_path, captured_inputs, caps
     with pytest.raises(_Captured):
         main(["compare", "--data", str(archive), "--key", "forecast", "--y-key", "analysis", "--quick",
               "--kernels", "log"])
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())  # the line is wrapped to fit a terminal
     assert ("ens.npz (array 'forecast'): 6 measures of up to 9 points; targets ens.npz (array 'analysis'): up to "
             "4 points") in err
     X = _student_t(1.0, (20, 100, 2), seed=1)

@@ -20,6 +20,7 @@ from sklearn_measattn.experiments import (
     comparison_table,
     diagnose_measures,
     estimate_tail_index,
+    format_comparison,
     format_diagnosis,
     format_number,
     format_table,
@@ -29,6 +30,7 @@ from sklearn_measattn.experiments import (
     write_csv,
 )
 from sklearn_measattn.metrics import energy_distance, learned_verdict, to_space
+from tests.experiments.comparison_tables import DEFAULT_RUN, comparison_rows
 
 
 def _draws(tail, tail_index, n_samples=40, n_points=200, n_features=2, seed=0):
@@ -386,18 +388,33 @@ def test_recommendation_only_among_configurations_that_learned():
     references = [_reference("pooled", 0.08), _reference("identity", 0.2), _reference("oracle", 0.03)]
     rows = [_row(kernel="softmax", energy_symlog=0.05, learned=False),  # lowest, but did not learn
             _row(kernel="log", energy_symlog=0.06)] + references
-    line = recommend(summarize(rows))
-    assert line.startswith("recommendation: kernel='log'")
-    assert "did not learn: softmax/none" in line
-    assert "2.00 x the oracle's two-sample level 0.0300" in line
-    nothing = recommend(summarize([_row(kernel="log", learned=False), *references]))
-    assert nothing.startswith("recommendation: none: no configuration learned the map")
-    assert "--epochs" in nothing and "--n-samples" in nothing
+    verdict = _verdict(recommend(summarize(rows)))
+    assert verdict["use"] == "kernel='log', transform=None, the only configuration that learned"
+    assert verdict["did not learn"].startswith("softmax without a transform")
+    assert verdict["learned"] == "log without a transform, energy 0.0600"
+    nothing = _verdict(recommend(summarize([_row(kernel="log", learned=False), *references])))
+    assert nothing["use"].startswith("none: no configuration learned the map")
+    assert "--epochs" in nothing["use"] and "--n-samples" in nothing["use"] and "learned" not in nothing
     header, body = comparison_table(summarize(rows))
     assert [line[0] for line in body] == ["softmax", "log", "pooled", "identity", "oracle"]
     learned = header.index("learned")
     assert [line[learned] for line in body] == ["no", "yes", "-", "-", "-"]
-    assert body[2][1] == "(no model)" and body[2][header.index("attn ESS/n")] == "-"
+    assert body[2][1] == "no model" and body[2][header.index("ESS/n")] == "-"
+
+
+def _verdict(text):
+    """The verdict's lines by label (continuation lines joined to their label's)."""
+    lines = text.splitlines()
+    assert lines[0].startswith("Verdict (")
+    found, label = {}, None
+    for line in lines[1:]:
+        head = line[:17].strip()
+        if head:
+            label = head.rstrip(":")
+            found[label] = line[17:]
+        else:
+            found[label] += " " + line[17:]
+    return found
 
 
 def test_summarize_counts_disagreeing_seeds():
@@ -410,19 +427,23 @@ def test_summarize_counts_disagreeing_seeds():
 def test_recommendation_names_best_uncollapsed_and_noise():
     rows = [
         _row(kernel="softmax", collapsed=True, collapse_attention=True, energy_symlog=0.05),
+        _row(kernel="softmax", energy_symlog=0.05),
         _row(kernel="log", energy_symlog=0.10), _row(kernel="log", energy_symlog=0.12),
         _row(kernel="sigmoid", energy_symlog=0.30), _row(kernel="sigmoid", energy_symlog=0.32),
     ]
-    line = recommend(summarize(rows))
+    verdict = _verdict(recommend(summarize(rows)))
     # softmax has the lowest energy but collapsed: it is not recommended.
-    assert line.startswith("recommendation: kernel='log', transform=None")
-    assert "beyond seed noise" in line and "softmax/none" in line
-    close = recommend(summarize([_row(kernel="log", energy_symlog=e) for e in (0.10, 0.14)]
-                                + [_row(kernel="poly", energy_symlog=e) for e in (0.11, 0.13)]))
-    assert "within seed noise" in close
-    assert recommend(summarize([_row(collapsed=True)])).startswith("recommendation: none")
-    one_seed = recommend(summarize([_row(kernel="log"), _row(kernel="poly", energy_symlog=0.3)]))
-    assert "one seed: no estimate of seed noise" in one_seed and "none collapsed" in one_seed
+    assert verdict["use"] == "kernel='log', transform=None: its energy is below the next (sigmoid/none) by more " \
+                             "than seed noise"
+    assert verdict["collapsed"].startswith("softmax (1/2 seeds) without a transform (ESS/n < 0.05")
+    assert verdict["why"] == ("the kernel matters without a transform: log learns best, sigmoid learns less well, "
+                              "softmax collapses")
+    close = _verdict(recommend(summarize([_row(kernel="log", energy_symlog=e) for e in (0.10, 0.14)]
+                                         + [_row(kernel="poly", energy_symlog=e) for e in (0.11, 0.13)])))
+    assert "tied within seed noise" in close["use"] and close["why"].startswith("neither the kernel nor")
+    assert _verdict(recommend(summarize([_row(collapsed=True)])))["use"].startswith("none")
+    one_seed = _verdict(recommend(summarize([_row(kernel="log"), _row(kernel="poly", energy_symlog=0.3)])))
+    assert "one seed cannot tell ties apart" in one_seed["use"] and one_seed["collapsed"] == "none"
 
 
 def test_configurations_within_two_standard_errors_of_the_best_are_named_as_tied():
@@ -432,16 +453,84 @@ def test_configurations_within_two_standard_errors_of_the_best_are_named_as_tied
     summary = summarize(rows)
     usable = sorted(summary, key=lambda s: s["energy_symlog_mean"])
     assert [s["kernel"] for s in tied_with_best(usable)] == ["sigmoid", "log"]
-    line = recommend(summary)
-    assert line.startswith("recommendation: kernel='softmax', transform=None, tied within seed noise with "
-                           "sigmoid/none")
-    assert "log/none" in line and "poly" not in line.split(":")[1] and "over 3 seeds" in line
+    verdict = _verdict(recommend(summary))
+    assert verdict["use"] == ("transform=None with kernel 'softmax' or 'sigmoid' or 'log': they are tied within "
+                              "seed noise")
+    assert verdict["why"] == "the kernel matters without a transform: softmax, log and sigmoid learn best, poly " \
+                             "learns less well"
     # Far apart with the same noise: a winner, and the margin beyond seed noise.
     seeds["log"] = (0.080, 0.083, 0.081)
     seeds["sigmoid"] = (0.090, 0.091, 0.092)
-    apart = recommend(summarize([_row(kernel=k, energy_symlog=v) for k, values in seeds.items() for v in values]))
-    assert "tied" not in apart and "beyond seed noise: 2 standard errors are" in apart
+    apart = _verdict(recommend(summarize([_row(kernel=k, energy_symlog=v) for k, values in seeds.items()
+                                          for v in values])))
+    assert apart["use"] == ("kernel='softmax', transform=None: its energy is below the next (poly/none) by more "
+                            "than seed noise")
     assert TIE_STANDARD_ERRORS == 2.0
+
+
+def test_the_verdict_of_the_default_run_puts_the_transform_before_the_kernel():
+    verdict = _verdict(recommend(summarize(comparison_rows())))
+    assert verdict == {
+        "learned": "softmax, poly, log and sigmoid with symlog, energy 0.0441 to 0.0452",
+        "collapsed": "softmax and poly without a transform (ESS/n < 0.05: attention on one point)",
+        "did not learn": "log and sigmoid without a transform (energy not below 0.8 x the no-model rows)",
+        "use": "transform='symlog', with any kernel tried: they are tied within seed noise",
+        "why": "the transform matters more than the kernel here; without it, the kernel matters: softmax and poly "
+               "collapse, log and sigmoid do not collapse but do not learn",
+    }
+
+
+def test_the_verdict_follows_the_results_not_a_script():
+    # softmax without symlog neither collapses nor falls behind: the verdict must not say it collapsed.
+    healthy = {**DEFAULT_RUN, ("softmax", "none"): (0.0445, 0.001, 0.6, 1.0, 0.6)}
+    verdict = _verdict(recommend(summarize(comparison_rows(healthy))))
+    assert "softmax" not in verdict["collapsed"] and verdict["collapsed"].startswith("poly without a transform")
+    assert verdict["learned"] == "softmax, poly, log and sigmoid with symlog; softmax without a transform, energy " \
+                                 "0.0441 to 0.0452"
+    assert verdict["use"] == "any of softmax/symlog, softmax/none, sigmoid/symlog, poly/symlog, log/symlog: they " \
+                             "are tied within seed noise"  # best first
+    assert verdict["why"].startswith("the transform matters more than the kernel here; without it, the kernel "
+                                     "matters: softmax does as well, poly collapses")
+    # Only log learns with symlog: the kernel matters, and the verdict names it alone.
+    only_log = {key: (0.11, 0.01, 0.5, 1.2, 0.3) for key in DEFAULT_RUN}
+    only_log[("log", "symlog")] = DEFAULT_RUN[("log", "symlog")]
+    only_log[("softmax", "symlog")] = (0.2, 0.01, 0.01, 1.0, 0.1)
+    verdict = _verdict(recommend(summarize(comparison_rows(only_log))))
+    assert verdict["use"] == "kernel='log', transform='symlog', the only configuration that learned"
+    assert verdict["collapsed"] == "softmax with symlog (ESS/n < 0.05: attention on one point)"
+    assert verdict["why"] == "the kernel matters with symlog: log learns best, softmax collapses, poly and sigmoid " \
+                             "do not collapse but do not learn"
+    # Nothing learned: nothing is recommended, and the verdict says what to raise.
+    untrained = {key: (0.115, 0.005, 0.5, 1.2, 0.3) for key in DEFAULT_RUN}
+    verdict = _verdict(recommend(summarize(comparison_rows(untrained))))
+    assert "learned" not in verdict and verdict["use"].startswith("none: no configuration learned the map")
+    assert "why" not in verdict and verdict["collapsed"] == "none"
+
+
+def test_verdict_lines_are_short_and_agree_with_the_table():
+    summary = summarize(comparison_rows())
+    text = recommend(summary)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    # the no-model level the verdict's first line gives is the lower energy of the pooled and identity rows
+    assert "0.121 with no model" in text.splitlines()[0]
+    header, body = comparison_table(summary)
+    collapsed = {row[0] for row in body if row[1] == "none" and row[header.index("collapsed")].startswith("yes")}
+    assert collapsed == {"softmax", "poly"}
+
+
+def test_the_legend_says_what_the_plus_minus_is_and_defines_every_column():
+    summary = summarize(comparison_rows())
+    text = format_comparison(summary, title="t")
+    header, body = comparison_table(summary)
+    legend = text.split("\n\n", 1)[1]
+    assert "± is the standard deviation (sd) across seeds, not a standard error" in " ".join(legend.split())
+    for column in header[2:]:
+        assert f"\n{column.split()[0]}" in "\n" + legend, column
+    assert "oracle" in legend and "not a floor" in legend
+    # the ± the table prints is the sample standard deviation over the seeds
+    (softmax,) = [row for row in body if row[:2] == ["softmax", "symlog"]]
+    assert softmax[2] == f"{format_number(0.0441)} ± {format_number(0.00104)}"
+    assert max(len(line) for line in text.splitlines()) <= 120
 
 
 # --------------------------------------------------------------------------- #
