@@ -28,7 +28,10 @@ divergence is detected.
   (a Student-t, :class:`KernelDensityObservationModel`); two laws outside the
   Student-t family to sample, :func:`contaminated_errors` and :func:`skewed_errors`.
 - A learned analysis: :class:`LearnedAnalysis` puts a fitted measure-to-measure
-  model in a serial filter, trained on :func:`make_analysis_training_data`;
+  model in a serial filter, trained on :func:`make_analysis_training_data`
+  (priors recorded in a cycled filter) or likelihood-free on
+  :func:`make_synthetic_analysis_data` (synthetic priors, any noise law you
+  can draw from, a sample of errors included);
   the models of the assimilation pages ship with the package
   (:data:`ANALYSIS_MODELS`): :func:`pretrained_analysis` puts one in a filter,
   :func:`analysis_model_path` gives its file for :func:`~sklearn_measattn.load_model`.
@@ -60,6 +63,7 @@ from ._pretrained import ANALYSIS_MODELS, analysis_model_path, pretrained_analys
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
 from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
+from ._synthetic import PRIOR_KINDS, make_synthetic_analysis_data
 from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 
 __all__ = [
@@ -68,6 +72,7 @@ __all__ = [
     "ANALYSIS_NAMES",
     "DAPPER_METHODS",
     "DIVERGENCE_RULE",
+    "PRIOR_KINDS",
     "RANKED_ANALYSIS_FEATURES",
     "AnalysisStep",
     "EnKF",
@@ -89,6 +94,7 @@ __all__ = [
     "gaspari_cohn",
     "localization_matrix",
     "make_analysis_training_data",
+    "make_synthetic_analysis_data",
     "make_twin_problem",
     "pretrained_analysis",
     "resolve_analysis",

@@ -57,10 +57,10 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
         Scalar ensembles.
     observation : array-like of shape (...)
         Their observations.
-    noise_scale : float
-        Scale of the observation noise.
-    noise_tail : float
-        ``1 / df`` of its law.
+    noise_scale : float or array-like of shape (...)
+        Scale of the observation noise (one per ensemble, or one for all).
+    noise_tail : float or array-like of shape (...)
+        ``1 / df`` of its law (likewise).
     rank : bool, default=False
         Add the centred rank as the second feature.
     noise_ratio_range : (float, float) or None, default=None
@@ -86,10 +86,12 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
     scale = prior.std(axis=-1, ddof=1)
     member = (prior - centre[..., None]) / scale[..., None]
     innovation = (np.asarray(observation, dtype=np.float64) - centre) / scale
-    ratio = noise_scale / scale if noise_ratio_range is None else np.clip(noise_scale / scale, *noise_ratio_range)
+    ratio = np.asarray(noise_scale, dtype=np.float64) / scale
+    if noise_ratio_range is not None:
+        ratio = np.clip(ratio, *noise_ratio_range)
     shape = member.shape
     columns = [member, np.broadcast_to(innovation[..., None], shape), np.broadcast_to(np.log(ratio)[..., None], shape),
-               np.full(shape, float(noise_tail))]
+               np.broadcast_to(np.asarray(noise_tail, dtype=np.float64)[..., None], shape)]
     if rank:
         order = np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable")
         columns.insert(1, (order + 1.0) / (shape[-1] + 1.0) - 0.5)
@@ -167,6 +169,13 @@ class LearnedAnalysis(SerialEnKF):
         clipped to it, so the model is never asked about sharper or vaguer
         observations than it saw (beyond them Bayes' rule changes little).
         None: no clipping.
+    reflect : bool or "auto", default="auto"
+        Average the update with the update of the reflected problem ``x ->
+        -x`` (members and innovation negated, the output negated back):
+        exact for Bayes' rule under a symmetric noise law, and it removes
+        the part of the model's error that is not. ``"auto"``: when the
+        observation model's law is symmetric (``symmetric``; not for a
+        :class:`SampledObservationModel`, whose sample may be skewed).
     batch_disjoint : bool, default=False
         With localisation, update together the observations whose
         localisation supports do not overlap, in one forward pass of the
@@ -198,17 +207,19 @@ class LearnedAnalysis(SerialEnKF):
         "localization_radius": LOCALIZATION,
         "relaxation": [RELAXATION],
         "noise_ratio_range": [tuple, list, None],
+        "reflect": ["boolean", Choices(("auto",))],
         "batch_disjoint": ["boolean"],
     }
 
     def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0,
-                 noise_ratio_range=None, batch_disjoint=False):
+                 noise_ratio_range=None, reflect="auto", batch_disjoint=False):
         self.estimator = estimator
         self.update = update
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.relaxation = relaxation
         self.noise_ratio_range = noise_ratio_range
+        self.reflect = reflect
         self.batch_disjoint = batch_disjoint
 
     def _prepare(self):
@@ -235,6 +246,7 @@ class LearnedAnalysis(SerialEnKF):
         self._reflection = np.array([_REFLECTED[name] for name in self.features_])
         model = self.observation_model_
         self.noise_tail_ = model.tail
+        self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
         self._network = getattr(getattr(estimator, "net_", None), "module_", None)
         self._device = getattr(estimator, "device_", "cpu") if self._network is not None else None
         transform_X, transform_y = getattr(estimator, "transform_X_", None), getattr(estimator, "transform_y_", None)
@@ -252,23 +264,26 @@ class LearnedAnalysis(SerialEnKF):
     def _predict_standardised(self, features):
         """(n_updates, n_members, n_features) features -> (n_updates, n_members) standardised posteriors, each sorted.
 
-        The model runs on every problem and on its reflection ``x -> -x``
-        (members and innovation negated) in one batch, and the sorted members
-        of the two posteriors (the second reflected back) are averaged: Bayes'
-        rule commutes with the reflection for the symmetric noise laws here,
-        and the average removes the part of the model's error that does not.
+        With ``reflect_``, the model runs on every problem and on its
+        reflection ``x -> -x`` (members and innovation negated) in one batch,
+        and the sorted members of the two posteriors (the second reflected
+        back) are averaged: Bayes' rule commutes with the reflection for a
+        symmetric noise law, and the average removes the part of the model's
+        error that does not.
         """
         n_updates = features.shape[0]
-        batch = np.concatenate([features, features * self._reflection])
+        batch = np.concatenate([features, features * self._reflection]) if self.reflect_ else features
         estimator = self.estimator
         if self._network is None:
-            out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(2 * n_updates, -1)
+            out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(len(batch), -1)
         else:
             X = self._transform(batch)
             with torch.no_grad():
                 out = self._network(torch.as_tensor(X, dtype=torch.float32, device=self._device))
             out = out.to(torch.float64).cpu().numpy()
-            out = self._inverse_transform(out).reshape(2 * n_updates, -1)
+            out = self._inverse_transform(out).reshape(len(batch), -1)
+        if not self.reflect_:
+            return np.sort(out, axis=-1)
         return 0.5 * (np.sort(out[:n_updates], axis=-1) + np.sort(-out[n_updates:], axis=-1))
 
     def analyse(self, forecast, observation):

@@ -208,6 +208,10 @@ class ObservationModel:
     nominal_variance : float
         ``noise_scale ** 2``: the variance of the Gaussian law of the same
         scale, which the Kalman steps take when the law has no variance.
+    symmetric : bool
+        Whether the noise law is symmetric about 0 (True for the built-in
+        laws): Bayes' rule then commutes with the reflection ``x -> -x``,
+        which a learned analysis uses (:class:`LearnedAnalysis`, ``reflect``).
 
     Examples
     --------
@@ -257,6 +261,10 @@ class ObservationModel:
     @property
     def nominal_variance(self):
         return self.noise_scale**2
+
+    @property
+    def symmetric(self):
+        return True
 
     def __repr__(self):
         observed = self.observed.tolist() if self.n_observed <= 6 else f"{self.n_observed} of {self.n_variables}"

@@ -288,6 +288,9 @@ class SampledObservationModel(ObservationModel):
         (tails too heavy for a variance: the sample variance then grows with
         the sample without bound, and the Kalman steps take
         :attr:`nominal_variance`, ``noise_scale ** 2``, instead).
+    symmetric : bool
+        False: a sample does not say that its law is symmetric (a learned
+        analysis then does not average its update with the reflected one).
     observed, n_observed, nominal_variance
         As for :class:`ObservationModel`.
 
@@ -357,6 +360,10 @@ class SampledObservationModel(ObservationModel):
     @property
     def tail(self):
         return 1.0 / self._student_t_fit()[0]
+
+    @property
+    def symmetric(self):
+        return False
 
     @property
     def variance(self):
@@ -540,7 +547,7 @@ class KernelDensityObservationModel(SampledObservationModel):
         The bandwidth ``h`` used.
     noise : str
         ``"kernel_density"``.
-    errors, noise_scale, df, tail, variance, observed, n_observed, nominal_variance
+    errors, noise_scale, df, tail, variance, symmetric, observed, n_observed, nominal_variance
         As for :class:`SampledObservationModel`.
 
     References
