@@ -34,6 +34,16 @@ with 3 degrees of freedom, right half 3 times wider than the left, median 0):
     nature's 10^6 errors, the best density of the law available: the
     reference the sample-based filters are measured against.
 
+With ``--learned``, a learned scalar update joins them (``learned``): a
+:class:`~sklearn_measattn.MeasureTransformerRegressor` trained
+likelihood-free on :func:`~sklearn_measattn.assimilation.make_synthetic_analysis_data`
+pairs whose observation errors are resampled from the user's sample (no
+density fitted or evaluated), run by
+:class:`~sklearn_measattn.assimilation.LearnedAnalysis` bound to the user's
+model, inflation and relaxation tuned on the tuning problems as the others'
+parameters are. The model of each law is saved to ``--models`` (a model file
+per law) and reused when there.
+
 The rank histogram filters share one inflation, tuned the same way with the
 user's kernel density. Printed: per law and seed, each filter's time-averaged
 RMSE after spin-up, its ratio to the best of the three sample-based filters
@@ -46,15 +56,18 @@ import argparse
 import csv
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 
 from sklearn_measattn.assimilation import (
     KernelDensityObservationModel,
+    LearnedAnalysis,
     RankHistogramFilter,
     RobustEnKF,
     SampledObservationModel,
     contaminated_errors,
+    make_synthetic_analysis_data,
     make_twin_problem,
     skewed_errors,
     twin_experiment,
@@ -66,6 +79,29 @@ LAWS = {
 }
 SAMPLE_BASED = ("RHF student-t", "RHF kde", "robust EnKF")
 ROBUST_GRID = [(i, c) for i in (1.02, 1.05, 1.1) for c in (1.0, 1.5, 2.0, 3.0)]  # (inflation, clip)
+LEARNED_GRID = [(i, r) for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]  # (inflation, relaxation)
+NOISE_RATIO_RANGE = (0.2, 30.0)
+
+
+def learned_model(user, path, *, n_priors, epochs, seed=0):
+    """The learned scalar update for the user's sample: loaded from ``path``, or trained likelihood-free and saved."""
+    from skorch.callbacks import LRScheduler
+
+    from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
+
+    if path.exists():
+        return load_model(path)
+    X, y = make_synthetic_analysis_data(user, n_priors=n_priors, draws=4, noise_ratio_range=NOISE_RATIO_RANGE,
+                                        random_state=seed)
+    begin = time.perf_counter()
+    model = MeasureTransformerRegressor(
+        kernel="softmax", transform="symlog", d_model=32, n_heads=4, n_layers=2, dim_feedforward=64, batch_size=256,
+        max_epochs=epochs, lr=2e-3, random_state=seed, callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=epochs)],
+    ).fit(X, y)
+    print(f"trained on {len(X)} pairs in {time.perf_counter() - begin:.0f} s; saved to {path}", flush=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_model(model, path)
+    return model
 
 
 def parse_args(argv=None):
@@ -83,6 +119,11 @@ def parse_args(argv=None):
     parser.add_argument("--n-errors", type=int, default=10_000, help="the user's sample of errors")
     parser.add_argument("--n-reference", type=int, default=1_000_000, help="nature's errors, and the reference's")
     parser.add_argument("--out", type=str, default=None, help="a CSV file for the rows")
+    parser.add_argument("--learned", action="store_true", help="add the learned step trained on the user's sample")
+    parser.add_argument("--models", type=Path, default=Path("studies/results/sampled_noise_models"),
+                        help="where the learned models are saved (one file per law), and reused from")
+    parser.add_argument("--learned-priors", type=int, default=20000, help="synthetic priors to train on")
+    parser.add_argument("--learned-epochs", type=int, default=5)
     parser.add_argument("--quick", action="store_true",
                         help="one seed, 300 cycles, one tuning problem of 300 cycles, the RHF inflation fixed at 1.02")
     args = parser.parse_args(argv)
@@ -145,6 +186,14 @@ def main(argv=None):
         }
         filters = {**{name: filters[name] for name in SAMPLE_BASED[:2]}, "robust EnKF": robust,
                    "RHF reference": filters["RHF reference"]}
+        if args.learned:
+            model = learned_model(user, args.models / f"{law}.safetensors", n_priors=args.learned_priors,
+                                  epochs=args.learned_epochs)
+            filters["learned"] = tuned([LearnedAnalysis(model, inflation=i, relaxation=r, localization_radius=radius,
+                                                        noise_ratio_range=NOISE_RATIO_RANGE)
+                                        for i, r in LEARNED_GRID], tuning, settings, tuning_spin_up)
+            print(f"tuned: learned inflation {filters['learned'].inflation}, relaxation "
+                  f"{filters['learned'].relaxation}", flush=True)
         print(f"{'seed':>4}  {'filter':<14} {'rmse':>7} {'ratio':>6} {'diverged':>8} {'s/cycle':>8}")
         for seed, problem in zip(args.seeds, problems_for(nature, user, args.seeds, args.n_cycles)):
             results = {name: twin_experiment(step, problem, spin_up=args.spin_up, **settings)
