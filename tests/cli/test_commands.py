@@ -81,13 +81,91 @@ def test_help(argv, capsys):
     assert "usage:" in out
 
 
+# The modules whose import costs seconds; --help loads none of them.
+_HEAVY = ("torch", "skorch", "sklearn", "scipy", "ot", "numpy")
+
+
+def _imported(argv):
+    """The top-level modules a fresh ``python -X importtime -m sklearn_measattn ARGV`` imports, and its stdout."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "sklearn_measattn", *argv],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line.split("|")[-1] for line in result.stderr.splitlines() if line.startswith("import time:")]
+    return {line.strip().split(".")[0] for line in lines}, result.stdout
+
+
 @pytest.mark.slow
-def test_help_subprocess():
-    result = subprocess.run(
-        [sys.executable, "-m", "sklearn_measattn", "--help"], capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0
-    assert "compare" in result.stdout and "ess" in result.stdout and "diagnose" in result.stdout
+def test_help_answers_without_torch():
+    """``measattn --help`` and a command's ``--help`` import no heavy module: they answer at once."""
+    for argv in (["--help"], ["fit", "--help"]):
+        modules, out = _imported(argv)
+        assert "usage: measattn" in out
+        assert "sklearn_measattn" in modules  # the check sees the package's own imports...
+        assert not set(_HEAVY) & modules, argv  # ...and none of the heavy ones
+    assert "compare" in out or "--kernel KERNEL" in out
+
+
+@pytest.mark.slow
+def test_the_check_sees_torch_when_it_is_imported():
+    modules, _ = _imported(["ess", "--n-points", "8", "--kernels", "log", "--tails", "gaussian", "--n-draws", "1"])
+    assert {"torch", "numpy"} <= modules
+
+
+def test_help_tables_agree_with_the_library():
+    """The names and defaults that --help shows without importing the library are the library's."""
+    from sklearn_measattn import MeasureTransformerRegressor
+    from sklearn_measattn.cli import _names
+    from sklearn_measattn.datasets import BENCHMARK_NAMES, TAILS
+    from sklearn_measattn.kernels import ALL_KERNEL_NAMES, KERNEL_NAMES, SPARSE_KERNEL_NAMES
+    from sklearn_measattn.losses import LOSSES
+
+    assert _names.KERNEL_NAMES == tuple(KERNEL_NAMES) and _names.ALL_KERNEL_NAMES == tuple(ALL_KERNEL_NAMES)
+    assert _names.SPARSE_KERNEL_NAMES == tuple(SPARSE_KERNEL_NAMES)
+    assert _names.TAILS == tuple(TAILS) and _names.BENCHMARK_NAMES == tuple(BENCHMARK_NAMES)
+    assert _names.LOSS_NAMES == tuple(LOSSES)
+    defaults = MeasureTransformerRegressor().get_params()
+    assert _names.ESTIMATOR_DEFAULTS == {name: defaults[name] for name in _names.ESTIMATOR_DEFAULTS}
+
+
+@pytest.mark.slow
+def test_every_choice_of_fit_is_one_the_estimator_takes():
+    """Each value an option of ``measattn fit`` offers passes the estimator's own check of its parameter,
+    which refuses a value outside them: the static choices are the estimator's."""
+    from sklearn_measattn import MeasureTransformerRegressor
+    from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS
+
+    options = [option for option in ESTIMATOR_OPTIONS if option.choices]
+    assert {option.parameter for option in options} == {"kernel", "transform", "loss"}
+    for option in options:
+        for choice in option.choices:
+            MeasureTransformerRegressor(**{option.parameter: option.aliases.get(choice, choice)})._check_params()
+        with pytest.raises(ValueError, match="no_such_choice"):  # InvalidParameterError is a ValueError
+            MeasureTransformerRegressor(**{option.parameter: "no_such_choice"})._check_params()
+
+
+def test_the_package_root_imports_its_names_on_first_use():
+    import sklearn_measattn
+
+    assert set(sklearn_measattn.__all__) <= set(dir(sklearn_measattn))
+    assert {"estimator", "kernels", "cli"} <= set(dir(sklearn_measattn))  # submodules, before their import too
+    for name in sklearn_measattn.__all__:
+        assert getattr(sklearn_measattn, name) is not None
+    from sklearn_measattn import MeasureTransformerRegressor
+    from sklearn_measattn.estimator import MeasureTransformerRegressor as defined
+
+    assert MeasureTransformerRegressor is defined
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        sklearn_measattn.no_such_name  # noqa: B018
+
+
+@pytest.mark.slow
+def test_old_module_names_import_in_a_fresh_interpreter():
+    """Pickles of old models name moved modules; they import in a process that imported only the package."""
+    code = ("import importlib, sys, sklearn_measattn; assert 'torch' not in sys.modules; "
+            "m = importlib.import_module('sklearn_measattn._kappa'); print(m.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "sklearn_measattn.kernels._factorization"
 
 
 def test_the_default_report_answers_first_and_fits_a_terminal():
