@@ -110,9 +110,10 @@ html_theme_options = {
 # ("Section Navigation" would stand empty): without it their content column is
 # about 900 px wide at a 1280 px window instead of 620, room for the study
 # pages' results tables and heatmaps. The top bar keeps the site navigation.
-_LEAF_PAGES = ("reproduction", "phase_diagram", "sample_size", "assimilation", "guarantees", "glossary",
-               "architecture")
-html_sidebars = {"index": [], "api": [], **{page: [] for page in _LEAF_PAGES}}
+# The kernel study, a user-guide page, gets the same room for its tables.
+_WIDE_PAGES = ("reproduction", "phase_diagram", "sample_size", "assimilation", "kernel_study", "guarantees",
+               "glossary", "architecture")
+html_sidebars = {"index": [], "api": [], **{page: [] for page in _WIDE_PAGES}}
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_show_sourcelink = False

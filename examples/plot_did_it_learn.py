@@ -18,7 +18,8 @@ times the better of ``pooled`` and ``identity``
 (:func:`~sklearn_measattn.metrics.learned_verdict`). Here two kernels, with and
 without symlog, train on the matrix-inverse benchmark with Pareto tails of
 index 0.7 (infinite mean), at a size small enough for the documentation build;
-``measattn compare`` runs the full-size version.
+``measattn compare`` runs the full-size version; every table of
+:doc:`/reproduction` carries these rows and this verdict.
 """
 
 # %%

@@ -15,6 +15,9 @@ Two of the three faces of ensemble collapse (see :ref:`metrics`):
 2. *within an ensemble*: the spread ratio of trained models' predictions
    (:func:`~sklearn_measattn.metrics.spread_ratio`), near 1 for healthy
    predictions and near 0 when the predicted particles sit on one point.
+
+Where trained models collapse, kernel by kernel and tail index by tail index,
+is the subject of :ref:`phase_diagram`.
 """
 
 # %%

@@ -11,7 +11,9 @@ measures enter as scorers: here the negative Wasserstein-1 distance
 predicted ensemble and its target.
 
 The sizes are tiny so that the search runs in seconds; rankings at this size
-are noisy. See :ref:`scaling` for running a real search on a cluster.
+are noisy. See :ref:`scaling` for running a real search on a cluster, and
+:ref:`kernel_study` for what a learnt degree and sparse kernels do at a
+larger size.
 """
 
 # %%

@@ -19,7 +19,8 @@ the model sees the observation, to the analysis ensemble, for a few attention
 kernels, and is compared with a stochastic EnKF written in a few lines of numpy.
 Sizes are small so that the example runs in about a minute on a laptop CPU: the
 models are far from converged, and the numbers show the workflow rather than
-the best each method can do.
+the best each method can do. :ref:`assimilation` puts a learned analysis step
+inside a cycled filter and measures it against tuned baselines.
 """
 
 # %%

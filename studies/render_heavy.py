@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,59 @@ SLOW_KERNELS = ("poly", "log", "sigmoid")
 REFERENCES = ("pooled", "identity", "oracle")
 #: Gaussian control, "about the same": one verdict for all, worst symlog energy within 25% of the best.
 CONTROL_TOLERANCE = 0.25
+#: The results tables' columns, in the order the page shows them: the verdicts first, the rest after; the
+#: fit times are left to the CSVs (and the total under each table), for the tables to fit a 1280 px window.
+RESULT_COLUMNS = ("kernel", "transform", "collapsed (why)", "learned", "energy [symlog]", "attn ESS/n",
+                  "spread ratio", "corr(scale)", "ignores input", "W1 [symlog]")
+LEFT_TO_THE_CSV = ("fit (s)",)
+#: A missing value in a table cell: reStructuredText reads a lone "-" as an empty list item.
+MISSING = "\u2014"
+NBSP = "\u00a0"
+WORD_JOINER = "\u2060"
+
+
+def read_comparison(path):
+    """The table and notes ``python -m sklearn_measattn compare`` printed to ``path``.
+
+    Returns ``(title, header, rows, notes)``: the columns are found from the
+    dashed rule under the header, the rows run to the first blank line, the
+    notes are the lines after it (``wrote ...`` lines dropped).
+    """
+    lines = path.read_text().splitlines()
+    title, header, rule = lines[0], lines[1], lines[2]
+    starts = [m.start() for m in re.finditer(r"-+", rule)]
+    bounds = list(zip(starts, starts[1:] + [None]))
+
+    def cells(line):
+        return [line[a:b].strip() for a, b in bounds]
+
+    rows, end = [], 3
+    for end in range(3, len(lines)):
+        if not lines[end].strip():
+            break
+        rows.append(cells(lines[end]))
+    notes = [line for line in lines[end:] if line.strip() and not line.startswith("wrote ")]
+    return title, cells(header), rows, notes
+
+
+def _escape(text):
+    """Plain text safe in reStructuredText: no emphasis, literal, substitution or reference markup."""
+    return re.sub(r"([\\*`|_])", r"\\\1", text)
+
+
+def _result_cell(text):
+    if text in ("", "-"):
+        return MISSING
+    # "0.144 ± 0.00700" breaks before the ± only: the mean, and the sd under it ("5.57e-06" not at its "-")
+    return text.replace(" ± ", f" ±{NBSP}").replace("e-", f"e-{WORD_JOINER}")
+
+
+def results_table(header, rows):
+    """An RST table of a comparison, its columns in :data:`RESULT_COLUMNS` order."""
+    order = [header.index(name) for name in RESULT_COLUMNS if name in header]
+    order += [i for i, name in enumerate(header) if i not in order and name not in LEFT_TO_THE_CSV]
+    return format_table([header[i] for i in order], [[_result_cell(row[i]) for i in order] for row in rows],
+                        style="rst")
 
 
 def load(task, tail):
@@ -295,6 +349,14 @@ def main():
         "    python -m sklearn_measattn compare --task matrix_inverse --tail pareto --tail-index 0.7 \\",
         "        --seeds 2 --n-jobs 2 --threads 1 --device cpu --out results.csv",
         "",
+        ".. seealso::",
+        "",
+        "   In the gallery, :ref:`sphx_glr_auto_examples_plot_did_it_learn.py` scores a comparison against "
+        "the rows that need no model, and :ref:`sphx_glr_auto_examples_plot_symlog_pipeline.py` and "
+        ":ref:`sphx_glr_auto_examples_plot_trained_attention_ess.py` show findings 1 and 2 in a minute each. "
+        "``.venv/bin/python studies/render_heavy.py`` rewrites this page from the stored results, without "
+        "training.",
+        "",
         f"Setup: the ``compare`` defaults, {setup(data)}. Tables show mean ± sample standard deviation "
         "over the seeds. Distances are in symlog space (raw-space energy and W1 of infinite-mean data are "
         "dominated by a few extreme points; the CSVs have both).",
@@ -376,13 +438,24 @@ def main():
         "-------",
         "",
     ]
+    tables = []
     for key in data:
         name = "_".join(key) if isinstance(key, tuple) else key
-        text = (HEAVY / f"{name}.txt").read_text().splitlines()
-        title = text[0]
-        out += [title, "~" * len(title), "", "::", ""]
-        out += ["    " + line for line in text[1:] if line.strip() and not line.startswith("wrote ")]
-        out += [""]
+        tables.append((name, *read_comparison(HEAVY / f"{name}.txt")))
+    if tables:
+        legend = max((notes for *_, notes in tables), key=len)
+        out += ["Each table below is what ``compare`` printed (mean ± standard deviation over the seeds), "
+                "its verdict columns first; every fit's row, with more columns (the fit times among them), is in the CSV "
+                "linked under it. "
+                f"{MISSING}: does not apply (the rows that need no model have no attention). The columns:", ""]
+        out += [f"* **{_escape(name)}**: {_escape(text)}" for name, _, text in (note.partition(": ") for note in legend
+                if not note.startswith(("recommendation:", "total time")))] + [""]
+    for name, title, header, rows, notes in tables:
+        out += [title, "~" * len(title), "", results_table(header, rows), ""]
+        out += [f"{_escape(note[0].upper() + note[1:])}." if not note.endswith(".") else _escape(note[0].upper() + note[1:])
+                for note in notes if note.startswith(("recommendation:", "total time"))]
+        out += ["", f"Every fit: :download:`studies/results/heavy/{name}.csv <../studies/results/heavy/{name}.csv>`.",
+                ""]
     out += [
         "At GPU size (``--preset paper``: 1024 measures x 512 points, 200 epochs, 3 seeds) the same "
         "commands apply; they were not run here.",

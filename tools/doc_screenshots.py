@@ -20,15 +20,19 @@ per finding:
   ``RMSE / RHF`` and ``verdict``) lies beyond the right edge, behind the
   horizontal scroll bar (measured: the column's right edge against the
   table box's visible width);
-- ``FAIL cell wraps``: a table cell whose text runs onto three lines or more
-  (the distinct line boxes of its text);
+- ``FAIL cell wraps``: a short table cell (``--short``, by default 40
+  characters or fewer: a number, a label, a header) whose text runs onto three
+  lines or more (the distinct line boxes of its text): its column is squeezed.
+  Longer cells are prose, and prose wraps;
 - ``FAIL empty bullet``: a table cell holding an empty list item, what
   reStructuredText makes of a lone ``-`` in a cell;
 - ``FAIL math``: a formula left as TeX source (MathJax absent or failed);
 - ``FAIL network``: the page asked for anything but a local file (the
   documentation must read offline);
-- ``WARN table scrolls`` / ``WARN code scrolls``: a table whose key columns
-  are visible, or a code block, wider than the column, with what is cut;
+- ``WARN table scrolls``: a table wider than the column whose key columns
+  are visible, with the columns cut;
+- ``WARN code scrolls``: how many code blocks are wider than the column, and
+  the widest (every one with ``--code``);
 - ``INFO figure``: each image's natural and displayed width.
 
 The exit status is 1 when any page has a ``FAIL`` line, 2 when the browser or
@@ -57,7 +61,7 @@ CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run", "--disable-default-apps", "--hide-scrollbars")
 
 _MEASURE = r"""
-(keyNames) => {
+([keyNames, shortCell]) => {
   const keys = keyNames.map((k) => k.toLowerCase());
   const article = document.querySelector("article.bd-article") || document.body;
   const headingOf = (el) => {
@@ -102,7 +106,7 @@ _MEASURE = r"""
     const squeeze = (el) => el.textContent.replace(/\s+/g, " ").trim();
     for (const cell of table.querySelectorAll("td, th")) {
       const n = lines(cell);
-      if (n >= 3) wrapped.push([squeeze(cell), n]);
+      if (n >= 3 && squeeze(cell).length <= shortCell) wrapped.push([squeeze(cell), n]);
       const empty = [...cell.querySelectorAll("li")].some((li) => !li.textContent.trim());
       if (empty) bullets.add(squeeze(cell.closest("tr")).slice(0, 60));
     }
@@ -128,19 +132,17 @@ _MEASURE = r"""
 
 
 def _page_file(html, page):
-    path = Path(page)
-    if path.suffix != ".html":
-        path = path.with_suffix(".html")
+    path = Path(page if page.endswith(".html") else page + ".html")  # not with_suffix: names hold dots
     return path if path.is_absolute() else html / path
 
 
 def _all_pages(html):
     skip = ("genindex.html", "search.html", "py-modindex.html")
-    return sorted(str(p.relative_to(html).with_suffix("")) for p in html.rglob("*.html")
+    return sorted(str(p.relative_to(html))[:-len(".html")] for p in html.rglob("*.html")
                   if p.name not in skip and not p.relative_to(html).parts[0].startswith("_"))
 
 
-def check_page(page, url, width, keys, out, name):
+def check_page(page, url, width, keys, out, name, *, short=40, all_code=False):
     """Load one page at one width; screenshot it and return the finding lines and whether any failed."""
     refused = []
 
@@ -157,7 +159,7 @@ def check_page(page, url, width, keys, out, name):
     page.evaluate("() => (window.MathJax && MathJax.startup && MathJax.startup.promise) || null")
     page.evaluate("() => document.fonts.ready.then(() => null)")
     page.unroute("**/*")
-    m = page.evaluate(_MEASURE, list(keys))
+    m = page.evaluate(_MEASURE, [list(keys), short])
     shot = out / f"{name}-{width}.png"
     page.screenshot(path=str(shot), full_page=True)
     findings, failed = [], False
@@ -179,11 +181,16 @@ def check_page(page, url, width, keys, out, name):
         for text, n in t["wrapped"][:5]:
             say("FAIL", f"cell wraps: {where}: '{text}' runs onto {n} lines")
         if len(t["wrapped"]) > 5:
-            say("FAIL", f"cell wraps: {where}: {len(t['wrapped']) - 5} more cells of 3+ lines")
+            say("FAIL", f"cell wraps: {where}: {len(t['wrapped']) - 5} more short cells of 3+ lines")
         for row in t["bullets"]:
             say("FAIL", f"empty bullet: {where}: in the row '{row}'")
-    for c in m["code"]:
-        say("WARN", f"code scrolls: under '{c['heading']}': '{c['first']}' ({c['width']} px in {c['box']} px)")
+    if all_code:
+        for c in m["code"]:
+            say("WARN", f"code scrolls: under '{c['heading']}': '{c['first']}' ({c['width']} px in {c['box']} px)")
+    elif m["code"]:
+        c = max(m["code"], key=lambda c: c["width"])
+        say("WARN", f"code scrolls: {len(m['code'])} code block(s) wider than the column; the widest under "
+                    f"'{c['heading']}': '{c['first']}' ({c['width']} px in {c['box']} px); --code lists them")
     if m["texLeft"]:
         say("FAIL", f"math: {m['texLeft']} of {m['mathSpans']} formulas not typeset "
                     f"({'MathJax loaded' if m['mathjax'] else 'no MathJax on the page'})")
@@ -207,6 +214,9 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=Path("/tmp/doc_screenshots"), help="where the screenshots go")
     parser.add_argument("--width", type=int, action="append", help="window width in px (repeatable; default 1280)")
     parser.add_argument("--key", action="append", help=f"key column header (repeatable; default {', '.join(KEY_COLUMNS)})")
+    parser.add_argument("--short", type=int, default=40,
+                        help="a cell of at most this many characters fails when it runs onto 3 lines (default 40)")
+    parser.add_argument("--code", action="store_true", help="list every code block wider than the column")
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"),
                         help="the browser executable (default $CHROMIUM or /usr/bin/chromium)")
     args = parser.parse_args(argv)
@@ -233,7 +243,7 @@ def main(argv=None):
             for name in pages:
                 for width in widths:
                     lines, failed = check_page(tab, _page_file(html, name).as_uri(), width, keys, args.out,
-                                               name.replace("/", "__"))
+                                               name.replace("/", "__"), short=args.short, all_code=args.code)
                     any_failed |= failed
                     print("\n".join(lines), flush=True)
         finally:
