@@ -55,8 +55,9 @@ COMPARISON_NOTES = (
     f"learned: yes when vs base < {LEARNED_MARGIN:g} in every seed (k/n: in k seeds): only then has the "
     "model learned the map from input to output measure; \"can't tell\" when even the oracle row is not that "
     "far below the no-model rows.",
-    "no model: rows scored alike without training: pooled predicts every measure by points drawn from all "
-    "training targets (the best that ignores the input); identity predicts the input itself; oracle is a "
+    "no model: rows scored alike without training ('-': does not apply to them): pooled predicts every "
+    "measure by points drawn from all training targets (the best that ignores the input); identity predicts "
+    "the input itself; oracle is a "
     "fresh random sample of the true target law (benchmarks only). The oracle is the level of sampling "
     "noise, not a floor: two independent samples differ by the noise of both, and a prediction trained to "
     "shrink this very distance can come closer to the held-out sample than a fresh draw does.",

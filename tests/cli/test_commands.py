@@ -291,6 +291,7 @@ def _significant_digits(token):
     return len(mantissa)
 
 
+@pytest.mark.slow
 def test_progress_and_table_round_the_same_way(capsys):
     main(["compare", "--quick", "--kernels", "log", "--transforms", "none"])
     captured = capsys.readouterr()
