@@ -269,8 +269,8 @@ by it. The hypotheses were written in the script before the runs.
 ============================================
 
 ``kernel="poly", kernel_params={{"degree": "learn"}}``, no transform, two seeds. Every degree
-starts at 1. A poly kernel of degree ``p`` integrates tails ``alpha > p + 1`` (keys and values
-linear in the point), so on Pareto(``alpha <= 1``) no degree makes the integrals converge.
+starts at 1. A poly kernel of degree :math:`p` integrates tails :math:`\\alpha > p + 1` (keys and values
+linear in the point), so on Pareto(:math:`\\alpha \\le 1`) no degree makes the integrals converge.
 
 {table_a}
 Spearman correlation over the Pareto fits between the tail index and the first layer's mean
