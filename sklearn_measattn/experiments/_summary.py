@@ -49,7 +49,8 @@ COMPARISON_NOTES = (
     "corr(scale): rank correlation, across held-out measures, of predicted and target spread; near 0 means "
     "the predictions no longer follow the input.",
     f"collapsed: yes when ESS/n < {ATTENTION_ESS_THRESHOLD:g} (ESS: the attention rests on one point) or "
-    f"spread < {SPREAD_THRESHOLD:g} (spread); k/n when k of n seeds collapsed.",
+    f"spread < {SPREAD_THRESHOLD:g} (spread); k/n when k of n seeds collapsed; can't judge: the run is too "
+    "small for a verdict (--quick).",
     f"ignores: seeds with corr(scale) < {CORRELATION_THRESHOLD:g}; apart from collapse, as too little "
     "training does this too.",
     f"learned: yes when vs base < {LEARNED_MARGIN:g} in every seed (k/n: in k seeds): only then has the "
