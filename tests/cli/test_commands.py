@@ -376,6 +376,7 @@ def test_diagnose_reads_tables_with_their_options(tmp_path, capsys):
 _TINY = ["--quick", "--kernels", "log", "--transforms", "symlog", "--quiet"]
 
 
+@pytest.mark.slow
 def test_compare_on_npz_holding_x_and_y(tmp_path, capsys):
     X = _student_t(3.0, (16, 12, 2), seed=0)
     archive = tmp_path / "pairs.npz"

@@ -14,7 +14,7 @@ import pytest
 from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.__main__ import main
 from sklearn_measattn._extension import _loader as fused_loader
-from sklearn_measattn.cli import fit as fit_command
+from sklearn_measattn.cli._epoch_progress import EpochProgress
 from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS, estimator_params
 from sklearn_measattn.cli._main import build_parser
 from sklearn_measattn.datasets import load_measures, make_matrix_inverse
@@ -100,14 +100,14 @@ def test_a_resumed_fit_says_what_this_run_trained_and_a_finished_one_that_it_tra
     folder = files[0]
     argv = ["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
             str(tmp_path / "m.safetensors"), "--checkpoint", str(tmp_path / "checkpoint"), *small_args]
-    progress = fit_command._EpochProgress.on_epoch_end
+    progress = EpochProgress.on_epoch_end
 
     def interrupt_in_epoch_two(self, net, **kwargs):
         progress(self, net, **kwargs)
         if len(net.history) == 2:  # before the checkpoint records it: the checkpoint holds epoch 1
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(fit_command._EpochProgress, "on_epoch_end", interrupt_in_epoch_two)
+    monkeypatch.setattr(EpochProgress, "on_epoch_end", interrupt_in_epoch_two)
     with pytest.raises(KeyboardInterrupt):
         main(argv)
     monkeypatch.undo()
