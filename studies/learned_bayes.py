@@ -34,8 +34,33 @@ Run (about 2 minutes for the diagnostic, 6 for the training, 15 for the cycle ch
 
 (``--old``: the assimilation study's softmax/symlog model, trained by its
 ``trained_model``; ``--ceiling``: :func:`train_ceiling`'s model, trained on
-exact posteriors, not likelihood-free.) The shipped model is
+exact posteriors, not likelihood-free.) The first model of this recipe is
 ``studies/results/learned_bayes/quantile_softmax.safetensors``.
+
+The residual recipe (:func:`train_residual_analysis`, run by
+:class:`ResidualAnalysis`, or by the package's ``LearnedAnalysis`` through
+:class:`ResidualEstimator`): the same likelihood-free pairs, a network that
+outputs an increment of each prior member (its head starts at zero: an
+uninformative observation is the identity without any output), trained with
+the pinball loss at the levels ``(k - 0.3) / (N + 0.4)`` at which an
+uninformative update keeps a Gaussian prior's spread, and members placed at
+``(k - 0.45) / (N + 0.1)`` of the learned quantile function
+(``output_offset``), which keeps the spread of the priors a cycled filter
+records as the rank histogram filter keeps it (:func:`spread_balance`). The
+quantile-softmax model loses 0-5% of the spread per update at noise-to-prior
+ratios of 10 and more (the ratios a cycled filter mostly sees), which a
+serial filter compounds into a collapse. Train it and check it on
+development seeds (about 10 minutes for the training on a loaded 2-core CPU)::
+
+    python studies/learned_bayes.py --train-residual \
+        --residual studies/results/learned_bayes/residual_identity.safetensors \
+        --diagnostic studies/results/learned_bayes/one_step_residual.csv --balance \
+        --cycle studies/results/learned_bayes/cycle_residual.csv --seeds 41 21 22
+
+and the held-out check, once (add ``--heldout-settings`` to run part of it)::
+
+    python studies/learned_bayes.py --residual studies/results/learned_bayes/residual_identity.safetensors \
+        --diagnostic "" --heldout studies/results/learned_bayes/heldout_<date>.csv
 """
 
 from __future__ import annotations
@@ -49,6 +74,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from sklearn.base import BaseEstimator
 
 from sklearn_measattn.assimilation import ObservationModel, RankHistogramFilter, SerialEnKF
 from sklearn_measattn.preprocessing import inverse_symlog, symlog
@@ -403,6 +429,335 @@ class QuantileAnalysis(SerialEnKF):
 
 
 # --------------------------------------------------------------------------------------------------------------
+# the residual recipe: the network moves the prior members, so that an uninformative observation is the identity
+
+RESIDUAL_RATIO_RANGE = (0.1, 100.0)  # cycled priors of a serial filter reach noise/prior ratios of 50 to 100
+
+
+class ResidualBayesNet(torch.nn.Module):
+    """A :class:`~sklearn_measattn.transformer.MeasureTransformer` whose output is an increment of each member.
+
+    Input: the (batch, N, 5) raw features of :data:`FEATURES` (standardised
+    prior). Output: (batch, N) posterior members, ``member + increment``; the
+    head starts at zero, so the untrained network is the identity, and an
+    observation that carries no information (a far outlier of a heavy tail, a
+    large noise-to-prior ratio) needs no output at all. The inputs the network
+    sees: the member, its rank, the innovation in prior sd and in innovation
+    sd (``sqrt(1 + ratio^2)`` prior sd), both through ``asinh``, the log
+    ratio, the Kalman gain ``1 / (1 + ratio^2)`` and the noise's tail.
+    """
+
+    N_INPUTS = 7
+
+    def __init__(self, *, d_model=32, n_heads=4, n_layers=2, kernel="softmax", seed=0):
+        super().__init__()
+        from sklearn_measattn.transformer import MeasureTransformer
+
+        self.config = {"d_model": d_model, "n_heads": n_heads, "n_layers": n_layers, "kernel": kernel}
+        self.body = MeasureTransformer(self.N_INPUTS, 1, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
+                                       dim_feedforward=2 * d_model, kernel=kernel, random_state=seed)
+        torch.nn.init.zeros_(self.body.head.weight)
+        torch.nn.init.zeros_(self.body.head.bias)
+
+    @staticmethod
+    def inputs(X):
+        member, rank, innovation, log_ratio, tail = X.unbind(-1)
+        gain = torch.sigmoid(-2.0 * log_ratio)  # 1 / (1 + ratio^2)
+        scaled = innovation * torch.sqrt(gain)  # innovation / sqrt(1 + ratio^2)
+        return torch.stack([member, rank, torch.asinh(innovation), torch.asinh(scaled), 0.5 * log_ratio, gain,
+                            tail], dim=-1)
+
+    def forward(self, X):
+        return X[..., 0] + self.body(self.inputs(X))[..., 0]
+
+
+def quantile_loss(members, target, levels):
+    """Mean pinball loss of the sorted ``members`` (batch, N) at ``levels`` (N,) against ``target`` (batch,).
+
+    With ``levels = (2k - 1) / (2N)`` this is the CRPS of the ensemble (up to a constant factor and the rounding
+    of the level integral); with ``k / (N + 1)`` it targets the rank histogram filter's levels.
+    """
+    q = torch.sort(members, dim=-1).values
+    u = target[:, None] - q
+    return torch.mean(u * (levels - (u < 0).to(u.dtype)))
+
+
+RECORDING_RUNS = (({"noise": "cauchy"}, 1000), ({"noise": "gaussian"}, 1001), ({"noise": "student_t", "df": 3.0}, 1000))
+
+
+def record_cycled_priors(runs=RECORDING_RUNS, *, n_cycles=400, spin_up=100, n_members=N_MEMBERS):
+    """(n, N + 1) priors of the observed variable just before each scalar update of rank histogram filter cycles
+    (``N + 1`` members, inflation 1, relaxation 0.3) on the tuning seeds, after ``spin_up`` cycles: the shapes a
+    cycled Lorenz-96 filter gives its priors. No observation or likelihood of these runs enters the pairs: the
+    recipe simulates the observation afresh from a stand-in member."""
+    from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+
+    out, cycle = [], [0]
+
+    class _Recorder(list):
+        def append(self, item):
+            if cycle[0] >= spin_up:
+                out.append(np.array(item[0], dtype=np.float64))
+
+    class _Recording(RankHistogramFilter):
+        def _prepare(self):
+            super()._prepare()
+            self.recorder_ = _Recorder()
+
+    _Recording.__name__ = "RankHistogramFilter"
+    for law, seed in runs:
+        cycle[0] = 0
+        problem = make_twin_problem(n_variables=40, observed="all", dt_obs=0.05, n_cycles=n_cycles, random_state=seed,
+                                    **law)
+        twin_experiment(_Recording(inflation=1.0, relaxation=0.3), problem, ensemble_size=n_members + 1,
+                        spin_up=spin_up, random_state=seed, callback=lambda k, *_: cycle.__setitem__(0, k + 1))
+    return np.stack(out)
+
+
+def level_set(levels, n):
+    """The quantile levels of the ``n`` sorted output members: ``"rank"`` ``k / (n + 1)``; ``"crps"``
+    ``(2k - 1) / (2n)``; ``"identity"`` ``(k - 0.3) / (n + 0.4)``, the levels at which, for a Gaussian prior of
+    40 members, the posterior quantiles of an uninformative observation (the predictive law of one more member,
+    Student-t with ``n - 1`` degrees of freedom, ``sqrt(1 + 1 / n)`` wider) have the spread of the members
+    themselves, so that an uninformative update keeps the spread (rank levels: 3.7% narrower, CRPS's 3% wider)."""
+    k = torch.arange(1, n + 1, dtype=torch.float32)
+    if levels == "rank":
+        return k / (n + 1)
+    if levels == "crps":
+        return (2 * k - 1) / (2 * n)
+    if levels == "identity":
+        return (k - 0.3) / (n + 0.4)
+    raise ValueError(levels)
+
+
+def train_residual_analysis(n_priors=30000, draws=4, *, candidates=16, innovation_power=1.0, levels="rank",
+                            d_model=32, n_layers=2, max_epochs=5, batch_size=256, lr=2e-3,
+                            ratio_range=RESIDUAL_RATIO_RANGE, recorded=None, seed=0, log=None):
+    """The residual likelihood-free recipe: :class:`ResidualBayesNet` on :func:`make_bayes_training_data` pairs.
+
+    The same pairs as :func:`train_learned_analysis` (simulated from the
+    noise law, no density evaluated, with the reflected copies), the loss the
+    pinball loss of the sorted output members at ``levels`` (see
+    :func:`level_set`: ``"rank"``, the rank histogram filter's ``k / (N + 1)``;
+    ``"crps"``, the CRPS against one point; ``"identity"``, at which an
+    uninformative update keeps a Gaussian prior's spread). Returns the network
+    (in eval mode) with ``fit_seconds_``, ``n_training_pairs_`` and
+    ``ratio_range_``.
+    """
+    torch.manual_seed(seed)
+    X, y = make_bayes_training_data(n_priors, draws=draws, candidates=candidates, innovation_power=innovation_power,
+                                    ratio_range=ratio_range, recorded=recorded, seed=seed)
+    Xr = X * _REFLECTION.astype(np.float32)
+    Xr[..., 1] = -Xr[..., 1]
+    X = torch.as_tensor(np.concatenate([X, Xr]))
+    y = torch.as_tensor(np.concatenate([y, -y])[:, 0, 0])
+    del Xr
+    n = X.shape[1]
+    tau = level_set(levels, n)
+    net = ResidualBayesNet(d_model=d_model, n_layers=n_layers, seed=seed)
+    net.config["levels"] = levels
+    optimiser = torch.optim.Adam(net.parameters(), lr=lr)
+    steps_per_epoch = math.ceil(len(X) / batch_size)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=max_epochs * steps_per_epoch)
+    generator = torch.Generator().manual_seed(seed)
+    start = time.perf_counter()
+    for epoch in range(max_epochs):
+        order = torch.randperm(len(X), generator=generator)
+        total = 0.0
+        net.train()
+        for b in range(steps_per_epoch):
+            idx = order[b * batch_size:(b + 1) * batch_size]
+            loss = quantile_loss(net(X[idx]), y[idx], tau)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total += float(loss.detach()) * len(idx)
+        message = f"# epoch {epoch + 1}/{max_epochs}: loss {total / len(X):.5f}, {time.perf_counter() - start:.0f} s"
+        print(message, file=log or sys.stdout, flush=True)
+    net.eval()
+    net.fit_seconds_ = time.perf_counter() - start
+    net.n_training_pairs_ = len(X)
+    net.ratio_range_ = tuple(ratio_range)
+    return net
+
+
+def save_residual(net, path):
+    """The network's weights and configuration in one safetensors file."""
+    import json
+
+    from safetensors.torch import save_file
+
+    meta = {"config": json.dumps(net.config), "ratio_range": json.dumps(list(net.ratio_range_)),
+            "fit_seconds": f"{getattr(net, 'fit_seconds_', float('nan')):.1f}",
+            "n_training_pairs": str(getattr(net, "n_training_pairs_", 0))}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(path), metadata=meta)
+
+
+def load_residual(path):
+    import json
+
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+        state = {k: f.get_tensor(k) for k in f.keys()}
+    config = json.loads(meta["config"])
+    net = ResidualBayesNet(**{k: v for k, v in config.items() if k != "levels"})
+    net.config = config
+    net.load_state_dict(state)
+    net.eval()
+    net.ratio_range_ = tuple(json.loads(meta["ratio_range"]))
+    return net
+
+
+LEVEL_OFFSETS = {"rank": 0.0, "crps": 0.5, "identity": 0.3}  # levels (k - a) / (N + 1 - 2a)
+
+
+def releveled(sorted_members, a_from, a_to):
+    """Sorted quantiles at levels ``(k - a_from) / (N + 1 - 2 a_from)`` read at ``(k - a_to) / (N + 1 - 2 a_to)``:
+    linear interpolation of the quantile function, linear extrapolation beyond the outer members."""
+    n = sorted_members.size
+    k = np.arange(1, n + 1)
+    t0, t1 = (k - a_from) / (n + 1 - 2 * a_from), (k - a_to) / (n + 1 - 2 * a_to)
+    out = np.interp(t1, t0, sorted_members)
+    low, high = t1 < t0[0], t1 > t0[-1]
+    q = sorted_members
+    out[low] = q[0] + (t1[low] - t0[0]) * (q[1] - q[0]) / (t0[1] - t0[0])
+    out[high] = q[-1] + (t1[high] - t0[-1]) * (q[-1] - q[-2]) / (t0[-1] - t0[-2])
+    return out
+
+
+class ResidualAnalysis(QuantileAnalysis):
+    """A serial filter whose scalar update is a :class:`ResidualBayesNet` (as :class:`QuantileAnalysis`:
+    standardised prior, output averaged with the reflected problem's, sorted members matched by rank).
+
+    ``output_offset``: the members are placed at the levels ``(k - a) / (N + 1 - 2a)`` of the learned
+    posterior quantile function, ``a = output_offset`` (None: the levels the network was trained at). A
+    serial filter compounds a small loss of spread over the updates of a cycle; ``a`` sets how wide the
+    members sit, as an inflation that acts per update (chosen on recorded cycled priors of the tuning seeds,
+    see :func:`spread_balance`).
+    """
+
+    def __init__(self, estimator, *, inflation=1.0, localization_radius=None, relaxation=0.0, spread_floor=None,
+                 relevel=False, output_offset=None):
+        super().__init__(estimator, inflation=inflation, localization_radius=localization_radius,
+                         relaxation=relaxation, spread_floor=spread_floor, relevel=relevel)
+        self.output_offset = output_offset
+
+    _parameter_constraints: dict = {**QuantileAnalysis._parameter_constraints, "output_offset": [float, None]}
+
+    def _prepare(self):
+        SerialEnKF._prepare(self)
+        self.clip = None
+        self.tail_ = self.observation_model_.tail
+        self.ratio_range_ = getattr(self.estimator, "ratio_range_", RESIDUAL_RATIO_RANGE)
+        self._network = self.estimator
+        self._network.eval()
+
+    def scalar_update(self, prior, observation):
+        mean, sd = prior.mean(), prior.std(ddof=1)
+        if not sd > 0:
+            return prior.copy()
+        standard = (prior - mean) / sd
+        innovation = (observation - mean) / sd
+        ratio = float(np.clip(self.observation_model_.noise_scale / sd, *self.ratio_range_))
+        features = features_of(np.stack([standard, -standard]), np.array([innovation, -innovation]),
+                               np.array([ratio, ratio]), np.array([self.tail_, self.tail_]))
+        with torch.no_grad():
+            out = self._network(torch.as_tensor(features, dtype=torch.float32)).to(torch.float64).numpy()
+        posterior = 0.5 * (np.sort(out[0]) + np.sort(-out[1]))
+        if self.output_offset is not None:
+            trained = LEVEL_OFFSETS[getattr(self._network, "config", {}).get("levels", "rank")]
+            posterior = releveled(posterior, trained, self.output_offset)
+        matched = np.empty_like(posterior)
+        matched[np.argsort(prior, kind="stable")] = posterior
+        return mean + sd * matched
+
+
+class ResidualEstimator(BaseEstimator):
+    """A fitted :class:`ResidualBayesNet` in the shape the package's
+    :class:`~sklearn_measattn.assimilation.LearnedAnalysis` takes (``predict`` of the ranked features to the
+    posterior members), so that ``LearnedAnalysis(ResidualEstimator(net, output_offset=0.45),
+    noise_ratio_range=net.ratio_range_)`` runs the residual update with no change to the package: the same
+    members as :class:`ResidualAnalysis` (the re-levelling is linear and commutes with the reflection)."""
+
+    def __init__(self, net, *, output_offset=None):
+        self.net = net
+        self.output_offset = output_offset
+        self.n_features_in_ = len(FEATURES)
+        self.n_features_out_ = 1
+        self.ratio_range_ = net.ratio_range_
+
+    def fit(self, X, y):  # fitted by train_residual_analysis
+        raise NotImplementedError("train with train_residual_analysis")
+
+    def predict(self, X):
+        with torch.no_grad():
+            out = self.net(torch.as_tensor(np.asarray(X), dtype=torch.float32)).to(torch.float64).numpy()
+        if self.output_offset is not None:
+            trained = LEVEL_OFFSETS[self.net.config.get("levels", "rank")]
+            order = np.argsort(out, axis=-1)
+            moved = np.stack([releveled(np.sort(o), trained, self.output_offset) for o in out])
+            out = np.empty_like(moved)
+            np.put_along_axis(out, order, moved, axis=-1)
+        return out[..., None]
+
+
+def spread_balance(steps, *, law="cauchy", seed=41, n_cycles=300, spin_up=100, every=3, bins=(0, 1, 3, 10, 30, np.inf)):
+    """The scalar updates of ``steps`` on the priors a rank histogram filter's cycle gives them, against its own.
+
+    Runs the filter (40 members, inflation 1, relaxation 0.3) on one problem,
+    records every ``every``-th prior of the observed variable and its
+    observation after ``spin_up``, and applies each step's scalar update to
+    them. Per noise-to-prior ratio bin: the mean log ratio of posterior to
+    prior spread minus the filter's (negative: the step loses spread that Bayes
+    keeps, which a serial filter compounds over a cycle) and the mean absolute
+    difference of the sorted members to the filter's, in prior sd. Returns
+    ``{name: {"balance": overall mean, "bins": [(low, high, n, balance, member_error), ...]}}``.
+    """
+    from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+
+    records = []
+
+    class _Recorder(list):
+        def append(self, item):
+            records.append((np.array(item[0], dtype=np.float64), float(item[1])))
+
+    class _Recording(RankHistogramFilter):
+        def _prepare(self):
+            super()._prepare()
+            self.recorder_ = _Recorder()
+
+    _Recording.__name__ = "RankHistogramFilter"
+    problem = make_twin_problem(n_variables=40, observed="all", dt_obs=0.05, n_cycles=n_cycles, random_state=seed,
+                                **CYCLE_LAWS[law])
+    twin_experiment(_Recording(inflation=1.0, relaxation=0.3), problem, ensemble_size=N_MEMBERS, spin_up=spin_up,
+                    random_state=seed)
+    records = records[spin_up * problem.observation_model.observed.size::every]
+    model = ObservationModel(n_variables=4, **CYCLE_LAWS[law])
+    updates = {"RHF": RankHistogramFilter(), **steps}
+    sd = np.array([p.std(ddof=1) for p, _ in records])
+    ratio = model.noise_scale / sd
+    results, reference = {}, None
+    for name, step in updates.items():
+        update = scalar_update_of(step.bind(model, random_state=0))
+        post = np.stack([np.sort(update(p.copy(), o)) for p, o in records])
+        log_spread = np.log(post.std(axis=1, ddof=1) / sd)
+        if reference is None:
+            reference = (post, log_spread)
+        balance = log_spread - reference[1]
+        error = np.abs(post - reference[0]).mean(axis=1) / sd
+        rows = [(lo, hi, int(m.sum()), float(balance[m].mean()), float(error[m].mean()))
+                for lo, hi in zip(bins[:-1], bins[1:]) for m in [(ratio >= lo) & (ratio < hi)] if m.any()]
+        results[name] = {"balance": float(balance.mean()), "member_error": float(error.mean()), "bins": rows}
+        print(f"{name:>14s} balance {balance.mean():+.4f} member error {error.mean():.3f} | " + " | ".join(
+            f"ratio {lo:g}-{hi:g} (n {n}) {b:+.4f} {e:.3f}" for lo, hi, n, b, e in rows), flush=True)
+    return results
+
+
+# --------------------------------------------------------------------------------------------------------------
 # the cycle check
 
 CYCLE_LAWS = {"cauchy": {"noise": "cauchy"}, "gaussian": {"noise": "gaussian"}, "student_t": {"noise": "student_t", "df": 1.5}}
@@ -464,6 +819,61 @@ def cycle_check(steps, *, laws=("cauchy", "gaussian"), seeds=(21, 22, 23), cycle
     return rows
 
 
+HELDOUT_SETTINGS = {
+    "cauchy, scale 1": {"noise": "cauchy", "noise_scale": 1.0},
+    "cauchy, scale 1.2": {"noise": "cauchy", "noise_scale": 1.2},
+    "student-t df 2.5": {"noise": "student_t", "df": 2.5, "noise_scale": 1.0},
+    "gaussian": {"noise": "gaussian", "noise_scale": 1.0},
+}
+
+
+def heldout_check(net, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73), cycles=1000, spin_up=200, out=None,
+                  output_offset=0.45):
+    """The residual learned step against the rank histogram filter on held-out seeds, noise scales and laws.
+
+    Both tuned as studies/assimilation_reference.py tunes them (its grids, on
+    its tuning seeds 1000 and 1001); one row per setting, seed and method
+    (RMSE, CRPS, spread, divergence, ms per cycle, ratios to the RHF's on the
+    same seed), appended to ``out``.
+    """
+    from assimilation_reference import MEMBERS, SYSTEM, grids, learned_grid, tuned
+
+    from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+
+    rows = []
+    for setting in settings:
+        law = HELDOUT_SETTINGS[setting]
+        chosen = {"RHF": tuned(grids()["RHF (Bayes, true likelihood)"], law, seed=0),
+                  "learned": tuned([step.set_params(output_offset=output_offset)
+                                    for step in learned_grid(net, ResidualAnalysis)], law, seed=0)}
+        for seed in seeds:
+            problem = make_twin_problem(**SYSTEM, **law, n_cycles=cycles + spin_up, random_state=seed)
+            reference = None
+            for name, step in chosen.items():
+                result = twin_experiment(step, problem, ensemble_size=MEMBERS, spin_up=spin_up, random_state=seed)
+                reference = reference or result
+                row = {"setting": setting, "seed": seed, "method": name, "inflation": step.inflation,
+                       "relaxation": step.relaxation,
+                       "output_offset": getattr(step, "output_offset", ""), "cycles": cycles, "spin_up": spin_up,
+                       "rmse": result.rmse,
+                       "crps": result.crps, "spread": result.spread, "diverged": result.diverged,
+                       "rmse_ratio": result.rmse / reference.rmse, "crps_ratio": result.crps / reference.crps,
+                       "ms_per_cycle": 1e3 * result.seconds_per_cycle}
+                rows.append(row)
+                print(f"{setting:18s} {seed} {name:8s} infl {step.inflation} relax {step.relaxation} "
+                      f"rmse {result.rmse:.3f} crps {result.crps:.3f} ratio {row['rmse_ratio']:.3f}/"
+                      f"{row['crps_ratio']:.3f} {'DIVERGED ' if result.diverged else ''}"
+                      f"{row['ms_per_cycle']:.1f} ms", flush=True)
+                if out is not None:
+                    new = not Path(out).exists()
+                    with open(out, "a", newline="") as f:
+                        writer = csv.DictWriter(f, fieldnames=list(row))
+                        if new:
+                            writer.writeheader()
+                        writer.writerow(row)
+    return rows
+
+
 def summary(rows):
     """Mean quantile error (prior sd) per method: every cell, and the cells an observation can reach (Gaussian noise
     never lands 10 or more sd of prior-plus-noise away, so those cells are left out of the second)."""
@@ -496,9 +906,25 @@ def main(argv=None):
     parser.add_argument("--relevel", action="store_true", help="also the learned update re-levelled to k / (N + 1)")
     parser.add_argument("--old", default=None, help="pickle of the assimilation study's learned model, to compare")
     parser.add_argument("--ceiling", default=None, help="model file of the ceiling (trained on exact posteriors)")
+    parser.add_argument("--train-residual", action="store_true",
+                        help="train the residual recipe (train_residual_analysis) and save it to --residual")
+    parser.add_argument("--residual", default=None,
+                        help="model file of the residual recipe: evaluate it (with --train-residual: write it)")
+    parser.add_argument("--levels", default="identity", choices=["identity", "rank", "crps"])
+    parser.add_argument("--residual-epochs", type=int, default=5)
+    parser.add_argument("--output-offset", type=float, default=0.45,
+                        help="ResidualAnalysis output_offset (the levels (k - a) / (N + 1 - 2a) of the members)")
+    parser.add_argument("--balance", action="store_true", help="spread_balance on recorded cycled priors")
+    parser.add_argument("--heldout", default=None, help="csv of the held-out check (heldout_check), appended")
+    parser.add_argument("--heldout-settings", nargs="*", default=list(HELDOUT_SETTINGS))
+    parser.add_argument("--heldout-seeds", type=int, nargs="*", default=[71, 72, 73])
+    parser.add_argument("--heldout-cycles", type=int, default=1000)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     from sklearn_measattn import load_model, save_model
+
+    if args.residual is not None:
+        return residual_main(args)
 
     if args.train:
         model = train_learned_analysis(args.n_priors, draws=4, candidates=16, innovation_power=1.0,
@@ -525,6 +951,28 @@ def main(argv=None):
         cycle_check({"RHF": RankHistogramFilter(),
                      "learned": QuantileAnalysis(model, relevel=args.relevel)},
                     laws=args.laws, seeds=args.seeds, cycles=args.cycles, out=args.cycle)
+
+def residual_main(args):
+    """The residual recipe's part of the command line: train, diagnose, cycle, held-out check."""
+    if args.train_residual:
+        net = train_residual_analysis(args.n_priors, levels=args.levels, max_epochs=args.residual_epochs)
+        print(f"# trained in {net.fit_seconds_:.0f} s on {net.n_training_pairs_} pairs", flush=True)
+        save_residual(net, args.residual)
+    net = load_residual(args.residual)
+    step = ResidualAnalysis(net, output_offset=args.output_offset)
+    if args.diagnostic:
+        summary(diagnostic_table({"RHF": RankHistogramFilter(), "residual": step}, out=args.diagnostic))
+    if args.balance:
+        spread_balance({"residual, trained levels": ResidualAnalysis(net), "residual": step})
+    if args.cycle:
+        cycle_check({"RHF": RankHistogramFilter(), "residual": step}, laws=args.laws, seeds=args.seeds,
+                    cycles=args.cycles, out=args.cycle)
+    if args.heldout:
+        heldout_check(ResidualAnalysis(net, output_offset=args.output_offset).estimator, settings=args.heldout_settings,
+                      seeds=args.heldout_seeds, cycles=args.heldout_cycles, out=args.heldout,
+                      output_offset=args.output_offset)
+    return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
