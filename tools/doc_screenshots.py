@@ -22,7 +22,7 @@ per finding:
   table box's visible width);
 - ``FAIL cell wraps``: a short table cell (``--short``, by default 40
   characters or fewer: a number, a label, a header) whose text runs onto three
-  lines or more (the distinct line boxes of its text): its column is squeezed.
+  lines or more (its text boxes grouped by line): its column is squeezed.
   Longer cells are prose, and prose wraps;
 - ``FAIL empty bullet``: a table cell holding an empty list item, what
   reStructuredText makes of a lone ``-`` in a cell;
@@ -80,16 +80,22 @@ _MEASURE = r"""
     }
     return text.replace(/[#¶]/g, "").replace(/\s+/g, " ").trim();
   };
+  // The lines a cell's text runs onto: its text boxes grouped by vertical centre. Inline code sits a
+  // pixel or two off the text beside it (its own font and padding), so boxes whose centres lie within
+  // half a box height of a line's first box are on that line.
   const lines = (cell) => {
-    const tops = new Set();
+    const boxes = [];
     const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
     while (walker.nextNode()) {
       if (!walker.currentNode.textContent.trim()) continue;
       const range = document.createRange();
       range.selectNodeContents(walker.currentNode);
-      for (const r of range.getClientRects()) if (r.width > 0) tops.add(Math.round(r.top / 4));
+      for (const r of range.getClientRects()) if (r.width > 0) boxes.push([r.top + r.height / 2, r.height]);
     }
-    return tops.size;
+    boxes.sort((a, b) => a[0] - b[0]);
+    let count = 0, centre = -Infinity;
+    for (const [c, h] of boxes) if (c - centre > h / 2) { count += 1; centre = c; }
+    return count;
   };
   const tables = [...article.querySelectorAll("table")].map((table, index) => {
     const box = table.closest(".pst-scrollable-table-container") || table.parentElement;
