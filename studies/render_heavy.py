@@ -21,7 +21,14 @@ from pathlib import Path
 
 import numpy as np
 
-from sklearn_measattn.experiments import format_number, format_table
+from sklearn_measattn.experiments import (
+    COMPARISON_NOTES,
+    comparison_table,
+    format_number,
+    format_table,
+    recommend,
+    summarize,
+)
 from sklearn_measattn.metrics import COLLAPSE_RULE, LEARNED_RULE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,11 +41,10 @@ SLOW_KERNELS = ("poly", "log", "sigmoid")
 REFERENCES = ("pooled", "identity", "oracle")
 #: Gaussian control, "about the same": one verdict for all, worst symlog energy within 25% of the best.
 CONTROL_TOLERANCE = 0.25
-#: The results tables' columns, in the order the page shows them: the verdicts first, the rest after; the
-#: fit times are left to the CSVs (and the total under each table), for the tables to fit a 1280 px window.
-RESULT_COLUMNS = ("kernel", "transform", "collapsed (why)", "learned", "energy [symlog]", "attn ESS/n",
-                  "spread ratio", "corr(scale)", "ignores input", "W1 [symlog]")
-LEFT_TO_THE_CSV = ("fit (s)",)
+#: The columns of the stored CSVs that ``summarize`` reads as flags, and as the learned verdict (empty: none).
+FLAG_COLUMNS = ("collapsed", "collapse_attention", "collapse_within", "collapse_across")
+#: The columns ``summarize`` groups by, kept as text.
+TEXT_COLUMNS = ("task", "tail", "tail_index", "kernel", "transform", "status", "w1_method")
 #: A missing value in a table cell: reStructuredText reads a lone "-" as an empty list item.
 MISSING = "\u2014"
 NBSP = "\u00a0"
@@ -46,27 +52,47 @@ WORD_JOINER = "\u2060"
 
 
 def read_comparison(path):
-    """The table and notes ``python -m sklearn_measattn compare`` printed to ``path``.
+    """The title line and the total time that ``python -m sklearn_measattn compare`` printed to ``path``.
 
-    Returns ``(title, header, rows, notes)``: the columns are found from the
-    dashed rule under the header, the rows run to the first blank line, the
-    notes are the lines after it (``wrote ...`` lines dropped).
+    The runs were made before ``compare`` printed its verdict first; the title
+    (the data, sizes and seeds) is its first line then as now, and the total
+    time its line ``total time ...``.
     """
     lines = path.read_text().splitlines()
-    title, header, rule = lines[0], lines[1], lines[2]
-    starts = [m.start() for m in re.finditer(r"-+", rule)]
-    bounds = list(zip(starts, starts[1:] + [None]))
+    total = next((line for line in lines if line.startswith("total time")), None)
+    return lines[0], total
 
-    def cells(line):
-        return [line[a:b].strip() for a, b in bounds]
 
-    rows, end = [], 3
-    for end in range(3, len(lines)):
-        if not lines[end].strip():
-            break
-        rows.append(cells(lines[end]))
-    notes = [line for line in lines[end:] if line.strip() and not line.startswith("wrote ")]
-    return title, cells(header), rows, notes
+def typed(row):
+    """A row of a stored CSV as ``compare_kernels`` returned it: flags as booleans, numbers as floats."""
+    out = {}
+    for key, value in row.items():
+        if key in TEXT_COLUMNS:
+            out[key] = value
+        elif key in FLAG_COLUMNS:
+            out[key] = value == "True"
+        elif key == "learned":
+            out[key] = {"True": True, "False": False}.get(value)
+        else:
+            try:
+                out[key] = float(value) if value != "" else float("nan")
+            except ValueError:
+                out[key] = value
+    return out
+
+
+def report(rows):
+    """What the current ``compare`` prints for these fits: its verdict, and its table as reStructuredText.
+
+    Both come from the package's report code (:func:`~sklearn_measattn.experiments.recommend` and
+    :func:`~sklearn_measattn.experiments.comparison_table` of :func:`~sklearn_measattn.experiments.summarize`),
+    run on the stored per-seed rows, so that the page shows what the command prints now, not the layout
+    it printed when the fits were made.
+    """
+    summary = summarize([typed(r) for r in rows])
+    header, body = comparison_table(summary)
+    table = format_table(header, [[_result_cell(cell) for cell in row] for row in body], style="rst")
+    return recommend(summary), table
 
 
 def _escape(text):
@@ -74,19 +100,16 @@ def _escape(text):
     return re.sub(r"([\\*`|_])", r"\\\1", text)
 
 
+def _options(text):
+    """Plain text with its command-line options (``--out``) as literals, which no dash typesetting touches."""
+    return re.sub(r"(?<![\\w-])(--[a-z][a-z-]*)", r"``\1``", _escape(text))
+
+
 def _result_cell(text):
     if text in ("", "-"):
         return MISSING
     # "0.144 ± 0.00700" breaks before the ± only: the mean, and the sd under it ("5.57e-06" not at its "-")
     return text.replace(" ± ", f" ±{NBSP}").replace("e-", f"e-{WORD_JOINER}")
-
-
-def results_table(header, rows):
-    """An RST table of a comparison, its columns in :data:`RESULT_COLUMNS` order."""
-    order = [header.index(name) for name in RESULT_COLUMNS if name in header]
-    order += [i for i, name in enumerate(header) if i not in order and name not in LEFT_TO_THE_CSV]
-    return format_table([header[i] for i in order], [[_result_cell(row[i]) for i in order] for row in rows],
-                        style="rst")
 
 
 def load(task, tail):
@@ -439,22 +462,29 @@ def main():
         "",
     ]
     tables = []
-    for key in data:
+    for key, rows in data.items():
         name = "_".join(key) if isinstance(key, tuple) else key
-        tables.append((name, *read_comparison(HEAVY / f"{name}.txt")))
+        title, total = read_comparison(HEAVY / f"{name}.txt")
+        tables.append((name, title, total, *report(rows)))
     if tables:
-        legend = max((notes for *_, notes in tables), key=len)
-        out += ["Each table below is what ``compare`` printed (mean ± standard deviation over the seeds), "
-                "its verdict columns first; every fit's row, with more columns (the fit times among them), is in the CSV "
-                "linked under it. "
-                f"{MISSING}: does not apply (the rows that need no model have no attention). The columns:", ""]
-        out += [f"* **{_escape(name)}**: {_escape(text)}" for name, _, text in (note.partition(": ") for note in legend
-                if not note.startswith(("recommendation:", "total time")))] + [""]
-    for name, title, header, rows, notes in tables:
-        out += [title, "~" * len(title), "", results_table(header, rows), ""]
-        out += [f"{_escape(note[0].upper() + note[1:])}." if not note.endswith(".") else _escape(note[0].upper() + note[1:])
-                for note in notes if note.startswith(("recommendation:", "total time"))]
-        out += ["", f"Every fit: :download:`studies/results/heavy/{name}.csv <../studies/results/heavy/{name}.csv>`.",
+        out += ["Each result below is shown as ``compare`` prints it now: its verdict first, then its table; "
+                "both are computed by the package's report code from the stored rows of every fit (the fits "
+                "were made before ``compare`` printed in this layout; the numbers are theirs). The title and "
+                "the total time are those the run printed. Every fit's row, with every metric (W1, the raw "
+                "distances, the fit times), is in the CSV linked under its table. "
+                f"A cell that does not apply shows {MISSING} here where the command prints -. "
+                "The legend ``compare`` prints under its table:", ""]
+        for note in COMPARISON_NOTES:
+            label, sep, text = note.partition(": ")
+            out.append(f"* **{_escape(label)}**: {_options(text)}" if sep and len(label) < 30 else f"* {_options(note)}")
+        out.append("")
+    for name, title, total, verdict, table in tables:
+        out += [title, "~" * len(title), "", ".. code-block:: text", ""]
+        out += [f"    {line}" if line else "" for line in verdict.splitlines()]
+        out += ["", table, ""]
+        if total:
+            out += [f"{_escape(total[0].upper() + total[1:])}.", ""]
+        out += [f"Every fit: :download:`studies/results/heavy/{name}.csv <../studies/results/heavy/{name}.csv>`.",
                 ""]
     out += [
         "At GPU size (``--preset paper``: 1024 measures x 512 points, 200 epochs, 3 seeds) the same "
