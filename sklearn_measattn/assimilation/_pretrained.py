@@ -26,7 +26,7 @@ _SHIPPED = {
             "0.2-30; the reference page's learned row"
         ),
         noise_ratio_range=(0.2, 30.0),
-        trained_by="python studies/learned_bayes.py --train --save <file>",
+        trained_by="python studies/learned_bayes.py --train --epochs 5 --model <file> --diagnostic \"\"",
     ),
     "softmax_symlog": _ShippedModel(
         description=(
