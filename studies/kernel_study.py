@@ -36,15 +36,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
 import math
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from committed import committed_date  # studies/ is first on sys.path when a study runs
 from scipy.stats import spearmanr
 
 from sklearn_measattn import MeasureTransformerRegressor
@@ -196,19 +195,6 @@ def _part_c(rows):
     return body
 
 
-def _rows_date():
-    """The date of the saved rows: their last commit (a checkout resets file times), else today.
-
-    ``--render`` rewrites the page from rows run earlier; the page gives the date they were run.
-    """
-    try:
-        date = subprocess.run(["git", "log", "-1", "--format=%cs", "--", str(CSV)], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        date = ""
-    return date or datetime.date.today().isoformat()
-
-
 def _rst(header, body):
     """An RST table (it wraps to the page's width where a code block would scroll); an em dash for a
     missing value, which reStructuredText would read as a list item if it were a lone ``-``."""
@@ -236,7 +222,7 @@ def render(rows, reading):
         ["data (raw)", "kernel", "norm", "blocks", "sim. embedding", "sim. block 1", "sim. last block",
          "last - embedding", "attention ESS/n", "learned"], _part_c(rows))
     seconds = sum(r["seconds"] for r in rows)
-    today = _rows_date()
+    today = committed_date(CSV)
     text = f"""\
 .. _kernel_study:
 

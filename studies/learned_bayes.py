@@ -810,13 +810,18 @@ def cycle_check(steps, *, laws=("cauchy", "gaussian"), seeds=(21, 22, 23), cycle
                       f"spread {result.spread:.4f} ratio {row['ratio']:.3f} diverged {result.diverged} "
                       f"{seconds * 1e3:.1f} ms/cycle", flush=True)
                 if out is not None:
-                    new = not Path(out).exists()
-                    with open(out, "a", newline="") as f:
-                        writer = csv.DictWriter(f, fieldnames=list(row))
-                        if new:
-                            writer.writeheader()
-                        writer.writerow(row)
+                    append_row(out, row)
     return rows
+
+
+def append_row(out, row):
+    """Append ``row`` to the CSV file ``out``, with a header line when the file is new."""
+    new = not Path(out).exists()
+    with open(out, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 HELDOUT_SETTINGS = {
@@ -865,12 +870,7 @@ def heldout_check(net, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73), 
                       f"{row['crps_ratio']:.3f} {'DIVERGED ' if result.diverged else ''}"
                       f"{row['ms_per_cycle']:.1f} ms", flush=True)
                 if out is not None:
-                    new = not Path(out).exists()
-                    with open(out, "a", newline="") as f:
-                        writer = csv.DictWriter(f, fieldnames=list(row))
-                        if new:
-                            writer.writeheader()
-                        writer.writerow(row)
+                    append_row(out, row)
     return rows
 
 

@@ -98,6 +98,13 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
     return np.stack(columns, axis=-1), centre, scale
 
 
+def _checked_noise_ratio_range(ratio_range):
+    """``(low, high)`` as a tuple of floats, or a ValueError: the ratios must satisfy ``0 < low < high``, both finite."""
+    if not (len(ratio_range) == 2 and all(np.isfinite(ratio_range)) and 0 < ratio_range[0] < ratio_range[1]):
+        raise ValueError(f"noise_ratio_range must be (low, high) with 0 < low < high, both finite; got {ratio_range!r}.")
+    return float(ratio_range[0]), float(ratio_range[1])
+
+
 class LearnedAnalysis(SerialEnKF):
     """A serial ensemble filter whose scalar update is a fitted measure-to-measure model.
 
@@ -235,13 +242,8 @@ class LearnedAnalysis(SerialEnKF):
                 f"targets of 1 feature; this one has n_features_in_={n_in}, n_features_out_={n_out}. Fit it on "
                 "make_analysis_training_data(...)."
             )
-        ratio_range = self.noise_ratio_range
-        if ratio_range is not None and not (
-            len(ratio_range) == 2 and all(np.isfinite(ratio_range)) and 0 < ratio_range[0] < ratio_range[1]
-        ):
-            raise ValueError(
-                f"noise_ratio_range must be None or (low, high) with 0 < low < high, both finite; got {ratio_range!r}."
-            )
+        if self.noise_ratio_range is not None:
+            _checked_noise_ratio_range(self.noise_ratio_range)
         self.features_ = RANKED_ANALYSIS_FEATURES if n_in == len(RANKED_ANALYSIS_FEATURES) else ANALYSIS_FEATURES
         self._reflection = np.array([_REFLECTED[name] for name in self.features_])
         model = self.observation_model_

@@ -9,7 +9,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
 from .._validation import Choices
-from ._learned import _REFLECTED, RANKED_ANALYSIS_FEATURES, analysis_features
+from ._learned import _REFLECTED, RANKED_ANALYSIS_FEATURES, _checked_noise_ratio_range, analysis_features
 from ._problem import ObservationModel
 
 __all__ = ["PRIOR_KINDS", "make_synthetic_analysis_data"]
@@ -34,7 +34,7 @@ def _draw_priors(kind, n_priors, n_members, rng):
 
 
 def _checked_laws(noise):
-    laws = [noise] if isinstance(noise, ObservationModel) else list(noise) if isinstance(noise, (list, tuple)) else None
+    laws = [noise] if isinstance(noise, ObservationModel) else list(noise)  # a list or tuple, by the constraints
     if not laws or not all(isinstance(law, ObservationModel) for law in laws):
         raise TypeError(
             "noise must be an ObservationModel or a non-empty list of them (the noise laws to simulate "
@@ -160,10 +160,7 @@ def make_synthetic_analysis_data(
             f"prior_weights must map kinds among {PRIOR_KINDS} to non-negative weights, not all zero; "
             f"got {prior_weights!r}."
         )
-    low_high = tuple(noise_ratio_range)
-    if not (len(low_high) == 2 and all(np.isfinite(low_high)) and 0 < low_high[0] < low_high[1]):
-        raise ValueError(f"noise_ratio_range must be (low, high) with 0 < low < high, both finite; got "
-                         f"{noise_ratio_range!r}.")
+    low_high = _checked_noise_ratio_range(noise_ratio_range)
     n_members = ensemble_size
     n_candidates = draws if candidates is None else candidates
     if not draws <= n_candidates <= n_members + 1:
