@@ -127,8 +127,18 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         Post-norm blocks (LayerNorm after each residual) or pre-norm.
     dropout : float, default=0.0
         Dropout rate in [0, 1).
+    residual : bool, default=False
+        Learn a displacement: each output point is its input point's first
+        ``n_features_out`` features plus the network's output, which starts
+        at zero, so that the untrained model is the identity map (for
+        targets close to their inputs, such as an ensemble updated by a weak
+        observation). The sum is taken after ``transform``: the identity
+        carries over to the original space when the targets' transform is
+        the inputs' (None, or the same fixed scale). Needs
+        ``n_features_out <= n_features_in``.
     loss : str or callable, default="energy"
-        ``"energy"``, ``"sliced"``, ``"sinkhorn"``, ``"mse"`` (paired targets)
+        ``"energy"``, ``"sliced"``, ``"sinkhorn"``, ``"mse"`` (paired targets),
+        ``"quantile"`` (one output feature, its points read as quantiles)
         or a callable ``loss(y_pred, y_true, pred_weights, true_weights)``;
         see :mod:`sklearn_measattn.losses`.
     loss_params : dict, default=None
@@ -300,6 +310,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "n_layers": [_POSITIVE_INT],
         "dim_feedforward": [_POSITIVE_INT],
         "norm": [StrOptions({"post", "pre"})],
+        "residual": ["boolean"],
         "dropout": [NumberInterval(Real, 0, 1, closed="left")],
         "loss": [str, callable],
         "loss_params": [dict, None],
@@ -333,6 +344,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
     _continued_fit: dict = {
         "kernel": _FIXED, "kernel_params": _FIXED, "transform": _FIXED, "d_model": _FIXED, "n_heads": _FIXED,
         "n_layers": _FIXED, "dim_feedforward": _FIXED, "norm": _FIXED, "dropout": _FIXED,
+        "residual": _FIXED,
         "attention_backend": _FIXED, "random_state": _FIXED, "shuffle": _FIXED, "distributed": _FIXED,
         "context_size": _FIXED, "device": _FIXED,
         "lr": _APPLIED, "lr_schedule": _APPLIED, "weight_decay": _APPLIED, "batch_size": _APPLIED,
@@ -356,6 +368,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         dim_feedforward=128,
         norm="post",
         dropout=0.0,
+        residual=False,
         loss="energy",
         loss_params=None,
         lr=1e-3,
@@ -387,6 +400,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.dim_feedforward = dim_feedforward
         self.norm = norm
         self.dropout = dropout
+        self.residual = residual
         self.loss = loss
         self.loss_params = loss_params
         self.lr = lr
@@ -679,6 +693,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             "module__kernel": self.kernel,
             "module__kernel_params": self.kernel_params,
             "module__norm_first": self.norm == "pre",
+            "module__residual": self.residual,
             "module__attention_backend": self.attention_backend,
             "criterion__name": self.loss,
             **{f"criterion__{key}": value for key, value in (self.loss_params or {}).items()},

@@ -30,6 +30,7 @@ _TRANSFORMER_CONSTRAINTS = {
     "dropout": [NumberInterval(Real, 0, 1, closed="left")],
     "activation": [Choices(tuple(_ACTIVATIONS))],
     "attention_backend": [Choices(BACKENDS)],
+    "residual": ["boolean"],
     "random_state": [
         None,
         Described(NumberInterval(Integral, 0, None, closed="left"), "a non-negative int seed"),
@@ -295,7 +296,12 @@ class MeasureTransformer(nn.Module):
     a residual connection and LayerNorm: ``norm_first=False``, the post-norm
     transformer; ``norm_first=True`` gives the pre-norm variant for ablations),
     and is mapped to an output point by a shared linear head. The map is
-    permutation equivariant and accepts any number of points.
+    permutation equivariant and accepts any number of points. With
+    ``residual=True`` the head gives a displacement: each output point is its
+    input point's first ``n_features_out`` features plus the head's output,
+    and the head starts at zero, so that the untrained map is the identity
+    (for maps that move points a little, such as a Bayesian update by an
+    observation that carries little information).
 
     Parameters
     ----------
@@ -325,6 +331,10 @@ class MeasureTransformer(nn.Module):
         Activation of the feed-forward networks.
     attention_backend : str, default="auto"
         See :func:`sklearn_measattn.attention.kernel_attention`.
+    residual : bool, default=False
+        Output each point's first ``n_features_out`` input features plus
+        the head's output (a displacement), with the head initialised at
+        zero; needs ``n_features_out <= n_features_in``.
     random_state : None, int or torch.Generator, default=None
         Source of the initial weights and of the dropout masks. ``None`` draws
         from torch's global generator, like any ``nn.Module``; a seed or a
@@ -360,6 +370,7 @@ class MeasureTransformer(nn.Module):
         norm_first=False,
         activation="gelu",
         attention_backend="auto",
+        residual=False,
         random_state=None,
     ):
         super().__init__()
@@ -369,9 +380,16 @@ class MeasureTransformer(nn.Module):
                 "random_state": random_state, "n_features_in": n_features_in, "n_features_out": n_features_out,
                 "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers, "dim_feedforward": dim_feedforward,
                 "dropout": dropout, "activation": activation, "attention_backend": attention_backend,
+                "residual": residual,
             },
             caller_name=type(self).__name__,
         )
+        if residual and n_features_out > n_features_in:
+            raise ValueError(
+                f"residual=True adds the head's output to the first n_features_out={n_features_out} input "
+                f"features, but a point has only n_features_in={n_features_in}; use residual=False."
+            )
+        self.residual = bool(residual)
         generator = None if random_state is None else _as_generator(random_state)
         n_features_in, n_features_out, d_model, n_layers, dim_feedforward = (
             int(size) for size in (n_features_in, n_features_out, d_model, n_layers, dim_feedforward)
@@ -393,13 +411,23 @@ class MeasureTransformer(nn.Module):
         if generator is not None:
             self.to_empty(device="cpu")
             self.reset_parameters(generator=generator)
+        elif self.residual:
+            self._zero_head()
+
+    def __setstate__(self, state):
+        state.setdefault("residual", False)  # modules pickled before the option existed
+        super().__setstate__(state)
+
+    def _zero_head(self):
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
 
     def reset_parameters(self, *, generator=None):
         """Draw fresh initial weights, PyTorch's defaults, from ``generator``.
 
         Linear layers get ``nn.Linear``'s initialisation (Kaiming-uniform
-        weights, uniform biases in ``+-1/sqrt(fan_in)``), LayerNorms ones and
-        zeros. With a ``generator``, the dropout masks are drawn from it too.
+        weights, uniform biases in ``+-1/sqrt(fan_in)``; the head zeros with
+        ``residual=True``), LayerNorms ones and zeros. With a ``generator``, the dropout masks are drawn from it too.
 
         Parameters
         ----------
@@ -424,6 +452,8 @@ class MeasureTransformer(nn.Module):
                 module.reset_kernel_parameters()
             elif next(module.parameters(recurse=False), None) is not None:
                 raise RuntimeError(f"reset_parameters has no initialisation for {type(module).__name__}.")
+        if self.residual:
+            self._zero_head()
         return self
 
     def resolve_attention_backends(self, *, device="cpu", dtype=torch.float32):
@@ -542,7 +572,11 @@ class MeasureTransformer(nn.Module):
         hidden = self.embedding(X)
         for block in self.blocks:
             hidden = block(hidden, log_weights)
-        return self.head(self.final_norm(hidden))
+        return self._output(X, hidden)
+
+    def _output(self, points, hidden):
+        out = self.head(self.final_norm(hidden))
+        return points[..., : out.shape[-1]] + out if self.residual else out
 
     def transport(self, X, Z, weights=None):
         """The images of query points ``Z`` under the map that measures ``X`` define.
@@ -589,4 +623,4 @@ class MeasureTransformer(nn.Module):
         hidden = self.embedding(torch.cat([X, Z], dim=1))
         for block in self.blocks:
             hidden = block(hidden, log_weights, n_keys)
-        return self.head(self.final_norm(hidden[:, n_keys:]))
+        return self._output(Z, hidden[:, n_keys:])

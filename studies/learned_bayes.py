@@ -612,6 +612,108 @@ def load_residual(path):
     return net
 
 
+def residual_model(net):
+    """The :class:`ResidualBayesNet` ``net`` as the package's model: a fitted ``MeasureTransformerRegressor``.
+
+    The same network (``residual=True``, no input transform, the quantile
+    loss at the levels ``net`` was trained at) on the 7 features of
+    :data:`~sklearn_measattn.assimilation.KALMAN_ANALYSIS_FEATURES`, which are
+    :meth:`ResidualBayesNet.inputs` with the log ratio whole instead of
+    halved: the halving moves into the embedding's weights (exact: the
+    embedding is linear). ``save_model`` writes it; ``load_model`` and
+    ``LearnedAnalysis(model, level_offset=...)`` run it. The weights come
+    from :func:`train_residual_analysis`'s own loop (Adam, cosine decay):
+    the estimator's optimiser parameters are those of that loop where it has
+    them, and its history is empty.
+    """
+    from sklearn_measattn import MeasureTransformerRegressor
+    from sklearn_measattn.assimilation import KALMAN_ANALYSIS_FEATURES
+
+    config = net.config
+    model = MeasureTransformerRegressor(
+        kernel=config["kernel"], transform=None, residual=True, d_model=config["d_model"],
+        n_heads=config["n_heads"], n_layers=config["n_layers"], dim_feedforward=2 * config["d_model"],
+        loss="quantile", loss_params={"level_offset": LEVEL_OFFSETS[config.get("levels", "rank")]},
+        lr=2e-3, batch_size=256, max_epochs=5, random_state=0, device="cpu",
+    )
+    # fitted on a few pairs to build the estimator's fitted state, then given the trained weights
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4, N_MEMBERS, len(KALMAN_ANALYSIS_FEATURES))).astype(np.float32)
+    model.set_params(max_epochs=1).fit(X, X[:, :1, :1])
+    model.set_params(max_epochs=5)
+    state = {k: v.clone() for k, v in net.body.state_dict().items()}
+    state["embedding.weight"][:, KALMAN_ANALYSIS_FEATURES.index("log_noise_ratio")] *= 0.5
+    model.net_.module_.load_state_dict(state)
+    model.net_.history.clear()
+    return model
+
+
+def fit_residual_analysis(n_priors=30000, *, draws=4, candidates=16, innovation_power=1.0, max_epochs=5,
+                          ratio_range=RESIDUAL_RATIO_RANGE, seed=0, verbose=1):
+    """The residual recipe through the package alone: ``make_synthetic_analysis_data`` and ``fit``.
+
+    The pairs of :func:`train_residual_analysis` (the same laws, ratios and
+    selection of far observations, reflected; drawn by the package's
+    generator, so other draws) in the seven Kalman features, and a
+    ``MeasureTransformerRegressor`` with ``residual=True`` and the quantile
+    loss at the levels ``(k - 0.3) / (N + 0.4)``, trained by its own
+    ``fit`` (AdamW at a constant rate, where the study's loop uses Adam with
+    cosine decay). Returns the fitted model with ``fit_seconds_``.
+    """
+    from sklearn_measattn import MeasureTransformerRegressor
+    from sklearn_measattn.assimilation import make_synthetic_analysis_data
+
+    laws = [ObservationModel(n_variables=4, noise="gaussian") if tail == 0 else
+            ObservationModel(n_variables=4, noise="cauchy") if tail == 1 else
+            ObservationModel(n_variables=4, noise="student_t", df=1.0 / tail) for tail in TAILS]
+    X, y = make_synthetic_analysis_data(laws, n_priors=n_priors, draws=draws, ensemble_size=N_MEMBERS,
+                                        noise_ratio_range=ratio_range, innovation_power=innovation_power,
+                                        candidates=candidates, features="kalman", random_state=seed)
+    model = MeasureTransformerRegressor(
+        kernel="softmax", transform=None, residual=True, d_model=32, n_heads=4, n_layers=2, dim_feedforward=64,
+        loss="quantile", loss_params={"level_offset": LEVEL_OFFSETS["identity"]}, lr=2e-3, batch_size=256,
+        max_epochs=max_epochs, random_state=seed, device="cpu", verbose=verbose,
+    )
+    start = time.perf_counter()
+    model.fit(X, y)
+    model.fit_seconds_ = time.perf_counter() - start
+    return model
+
+
+def compare_fit_route(models, *, settings=("cauchy, scale 1", "gaussian"), seeds=(81, 82, 83), cycles=600,
+                      spin_up=100, inflation=1.02, out=None):
+    """Each model of ``models`` (name -> fitted model) as ``LearnedAnalysis(level_offset=0.45)`` beside the RHF.
+
+    One fixed setting of each filter (inflation ``inflation``, no relaxation;
+    the RHF as tuned on the held-out protocol's tuning seeds), on seeds never
+    used before: a check that two trainings of the same recipe give the same
+    filter, not a tuned comparison.
+    """
+    from sklearn_measattn.assimilation import LearnedAnalysis, make_twin_problem, twin_experiment
+
+    rows = []
+    for setting in settings:
+        law = HELDOUT_SETTINGS[setting]
+        steps = {"RHF": RankHistogramFilter(inflation=1.02)}
+        steps.update({name: LearnedAnalysis(model, level_offset=0.45, noise_ratio_range=RESIDUAL_RATIO_RANGE,
+                                            inflation=inflation) for name, model in models.items()})
+        for seed in seeds:
+            problem = make_twin_problem(n_variables=40, observed="all", dt_obs=0.05, **law,
+                                        n_cycles=cycles + spin_up, random_state=seed)
+            reference = None
+            for name, step in steps.items():
+                result = twin_experiment(step, problem, ensemble_size=N_MEMBERS, spin_up=spin_up, random_state=seed)
+                reference = reference or result
+                row = {"setting": setting, "seed": seed, "method": name, "cycles": cycles, "rmse": result.rmse,
+                       "crps": result.crps, "diverged": result.diverged, "rmse_ratio": result.rmse / reference.rmse}
+                rows.append(row)
+                print(f"{setting:16s} {seed} {name:14s} rmse {result.rmse:.3f} crps {result.crps:.3f} "
+                      f"ratio {row['rmse_ratio']:.3f}{' DIVERGED' if result.diverged else ''}", flush=True)
+                if out is not None:
+                    append_row(out, row)
+    return rows
+
+
 LEVEL_OFFSETS = {"rank": 0.0, "crps": 0.5, "identity": 0.3}  # levels (k - a) / (N + 1 - 2a)
 
 
@@ -915,6 +1017,14 @@ def main(argv=None):
     parser.add_argument("--output-offset", type=float, default=0.45,
                         help="ResidualAnalysis output_offset (the levels (k - a) / (N + 1 - 2a) of the members)")
     parser.add_argument("--balance", action="store_true", help="spread_balance on recorded cycled priors")
+    parser.add_argument("--fit-residual", default=None,
+                        help="train the residual recipe through the package (fit_residual_analysis) and save it here "
+                             "(an existing file is loaded instead)")
+    parser.add_argument("--compare-fit", default=None,
+                        help="csv: the --fit-residual model beside the shipped quantile_residual and the RHF on new "
+                             "seeds (compare_fit_route)")
+    parser.add_argument("--export", default=None,
+                        help="write the residual network as the package's model file (residual_model, save_model)")
     parser.add_argument("--heldout", default=None, help="csv of the held-out check (heldout_check), appended")
     parser.add_argument("--heldout-settings", nargs="*", default=list(HELDOUT_SETTINGS))
     parser.add_argument("--heldout-seeds", type=int, nargs="*", default=[71, 72, 73])
@@ -923,6 +1033,8 @@ def main(argv=None):
     torch.set_num_threads(1)
     from sklearn_measattn import load_model, save_model
 
+    if args.fit_residual is not None:
+        return fit_route_main(args)
     if args.residual is not None:
         return residual_main(args)
 
@@ -952,6 +1064,30 @@ def main(argv=None):
                      "learned": QuantileAnalysis(model, relevel=args.relevel)},
                     laws=args.laws, seeds=args.seeds, cycles=args.cycles, out=args.cycle)
 
+def fit_route_main(args):
+    """The residual recipe trained by the package's ``fit``: train (or load), one-step table, cycles beside the
+    shipped model."""
+    from sklearn_measattn import load_model, save_model
+    from sklearn_measattn.assimilation import LearnedAnalysis, analysis_model_path
+
+    path = Path(args.fit_residual)
+    if path.exists():
+        model = load_model(path)
+    else:
+        model = fit_residual_analysis(args.n_priors, max_epochs=args.residual_epochs)
+        print(f"# fitted in {model.fit_seconds_:.0f} s", flush=True)
+        save_model(model, path)
+    shipped = load_model(analysis_model_path("quantile_residual"))
+    models = {"fit route": model, "shipped": shipped}
+    if args.diagnostic:
+        summary(diagnostic_table({"RHF": RankHistogramFilter(), **{
+            name: LearnedAnalysis(m, level_offset=0.45, noise_ratio_range=RESIDUAL_RATIO_RANGE)
+            for name, m in models.items()}}, out=args.diagnostic))
+    if args.compare_fit:
+        compare_fit_route(models, out=args.compare_fit)
+    return 0
+
+
 def residual_main(args):
     """The residual recipe's part of the command line: train, diagnose, cycle, held-out check."""
     if args.train_residual:
@@ -959,6 +1095,11 @@ def residual_main(args):
         print(f"# trained in {net.fit_seconds_:.0f} s on {net.n_training_pairs_} pairs", flush=True)
         save_residual(net, args.residual)
     net = load_residual(args.residual)
+    if args.export:
+        from sklearn_measattn import save_model
+
+        save_model(residual_model(net), args.export)
+        print(f"# wrote {args.export}", flush=True)
     step = ResidualAnalysis(net, output_offset=args.output_offset)
     if args.diagnostic:
         summary(diagnostic_table({"RHF": RankHistogramFilter(), "residual": step}, out=args.diagnostic))

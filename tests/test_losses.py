@@ -16,6 +16,7 @@ from sklearn_measattn.losses import (
     energy_loss,
     get_loss,
     mse_loss,
+    quantile_loss,
     sinkhorn_loss,
     sliced_wasserstein_loss,
 )
@@ -184,6 +185,8 @@ LOSS_FUNCS = [
     pytest.param(lambda x, y, *w: sinkhorn_loss(x, y, *w), id="sinkhorn"),
     pytest.param(lambda x, y, *w: sinkhorn_loss(x, y, *w, p=1), id="sinkhorn-p1"),
     pytest.param(lambda x, y, *w: mse_loss(x, y, *w), id="mse"),
+    # levels need equally weighted predictions: only the targets' weights
+    pytest.param(lambda x, y, *w: quantile_loss(x[..., :1], y[..., :1], None, *w[1:]), id="quantile"),
 ]
 
 
@@ -321,6 +324,45 @@ def test_mse_values_and_mismatch():
         mse_loss(x, torch.ones(2, 4, 2))
 
 
+# --------------------------------------------------------------------------- quantile
+def test_quantile_loss_is_half_the_crps_against_one_point():
+    generator = torch.Generator().manual_seed(3)
+    x, y = torch.randn(6, 25, 1, generator=generator), torch.randn(6, 1, 1, generator=generator) * 2
+    # the CRPS of an ensemble against one point is half its energy distance to the point
+    assert_allclose(quantile_loss(x, y, reduction="none").numpy(),
+                    (energy_loss(x, y, reduction="none") / 4).numpy(), rtol=1e-5)
+    assert not np.allclose(quantile_loss(x, y, level_offset=0.0, reduction="none").numpy(),
+                           quantile_loss(x, y, reduction="none").numpy())
+
+
+def test_quantile_loss_minimised_at_the_quantiles_of_the_target_law():
+    # N points fitted by gradient descent to 20000 draws of an exponential law sit at its quantiles
+    generator = torch.Generator().manual_seed(0)
+    targets = torch.empty(1, 20000, 1).exponential_(generator=generator)
+    n = 4
+    for offset in (0.0, 0.3, 0.5):
+        x = torch.zeros(1, n, 1, requires_grad=True)
+        optimiser = torch.optim.Adam([x], lr=0.05)
+        for _ in range(600):
+            optimiser.zero_grad()
+            quantile_loss(x, targets, level_offset=offset).backward()
+            optimiser.step()
+        levels = (np.arange(1, n + 1) - offset) / (n + 1 - 2 * offset)
+        assert_allclose(np.sort(x.detach().numpy().ravel()), -np.log1p(-levels), atol=0.05)
+
+
+def test_quantile_loss_target_weights_and_bad_input():
+    x, y = torch.tensor([[[0.0], [1.0]]]), torch.tensor([[[0.0], [5.0]]])
+    w = torch.tensor([[1.0, 0.0]])
+    assert_allclose(float(quantile_loss(x, y, None, w)), float(quantile_loss(x, y[:, :1])))
+    with pytest.raises(ValueError, match="one-dimensional points.*got 2 features"):
+        quantile_loss(torch.zeros(1, 3, 2), torch.zeros(1, 1, 2))
+    with pytest.raises(ValueError, match="equally weighted.*x_weights=None"):
+        quantile_loss(x, y, torch.tensor([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match="level_offset"):
+        get_loss("quantile", level_offset=1.0)
+
+
 # --------------------------------------------------------------------------- validation
 @pytest.mark.parametrize("loss", [energy_loss, sliced_wasserstein_loss, sinkhorn_loss, mse_loss])
 def test_input_validation(loss):
@@ -366,11 +408,11 @@ def test_get_loss_invalid_params(name, params, error, match):
 
 def test_get_loss_registry_and_callables():
     with pytest.raises(ValueError, match=r"'name' parameter of get_loss must be a str among {'energy', 'sliced', "
-                                         r"'sinkhorn', 'mse'} or a callable loss\(x, y, .*Got 'wasserstein'"):
+                                         r"'sinkhorn', 'mse', 'quantile'} or a callable loss\(x, y, .*Got 'wasserstein'"):
         get_loss("wasserstein")
     with pytest.raises(TypeError, match="'name' parameter of get_loss"):
         get_loss(3)
-    assert set(LOSSES) == {"energy", "sliced", "sinkhorn", "mse"}
+    assert set(LOSSES) == {"energy", "sliced", "sinkhorn", "mse", "quantile"}
     assert get_loss("energy") is energy_loss
     x, y = torch.zeros(1, 2, 1), torch.ones(1, 3, 1)
     assert_allclose(float(get_loss("energy", beta=1.5)(x, y)), float(energy_loss(x, y, beta=1.5)))

@@ -53,7 +53,9 @@ from ._baselines import (
 )
 from ._dapper import DAPPER_METHODS, dapper_method, run_dapper
 from ._learned import (
+    ANALYSIS_FEATURE_SETS,
     ANALYSIS_FEATURES,
+    KALMAN_ANALYSIS_FEATURES,
     RANKED_ANALYSIS_FEATURES,
     LearnedAnalysis,
     analysis_features,
@@ -67,11 +69,13 @@ from ._synthetic import PRIOR_KINDS, make_synthetic_analysis_data
 from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 
 __all__ = [
+    "ANALYSIS_FEATURE_SETS",
     "ANALYSIS_FEATURES",
     "ANALYSIS_MODELS",
     "ANALYSIS_NAMES",
     "DAPPER_METHODS",
     "DIVERGENCE_RULE",
+    "KALMAN_ANALYSIS_FEATURES",
     "PRIOR_KINDS",
     "RANKED_ANALYSIS_FEATURES",
     "AnalysisStep",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import warnings
+from numbers import Real
 
 import numpy as np
 import torch
@@ -12,27 +14,41 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._threads import torch_threads
 from .._training import transform_points
-from .._validation import Choices
+from .._validation import Choices, NumberInterval
 from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
 from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described
 from ._twin import _checked_problem, _run, resolve_analysis
 
 __all__ = [
-    "ANALYSIS_FEATURES", "RANKED_ANALYSIS_FEATURES", "LearnedAnalysis", "analysis_features", "make_analysis_training_data",
+    "ANALYSIS_FEATURES", "ANALYSIS_FEATURE_SETS", "KALMAN_ANALYSIS_FEATURES", "RANKED_ANALYSIS_FEATURES",
+    "LearnedAnalysis", "analysis_features", "make_analysis_training_data",
 ]
 
 # x -> -x negates the member, its centred rank and the innovation, and leaves the noise's features
-_REFLECTED = {"member": -1.0, "rank": -1.0, "innovation": -1.0, "log_noise_ratio": 1.0, "noise_tail": 1.0}
+_REFLECTED = {
+    "member": -1.0, "rank": -1.0, "innovation": -1.0, "asinh_innovation": -1.0, "asinh_normalised_innovation": -1.0,
+    "log_noise_ratio": 1.0, "kalman_gain": 1.0, "noise_tail": 1.0,
+}
 
 #: The features of every member of the scalar ensembles a learned analysis sees, in order.
 ANALYSIS_FEATURES = ("member", "innovation", "log_noise_ratio", "noise_tail")
 #: The same with each member's centred rank ``k / (N + 1) - 1/2`` second: its quantile level under the rank histogram.
 RANKED_ANALYSIS_FEATURES = ("member", "rank", "innovation", "log_noise_ratio", "noise_tail")
+#: The ranked features with the observation as a Kalman update sees it: the innovation compressed by ``asinh``, in
+#: prior standard deviations and in its own (``sqrt(1 + ratio^2)`` prior sd), and the Kalman gain ``1 / (1 + ratio^2)``.
+KALMAN_ANALYSIS_FEATURES = (
+    "member", "rank", "asinh_innovation", "asinh_normalised_innovation", "log_noise_ratio", "kalman_gain", "noise_tail",
+)
+#: The feature sets by name, for :func:`analysis_features` and :func:`make_synthetic_analysis_data`.
+ANALYSIS_FEATURE_SETS = {"plain": ANALYSIS_FEATURES, "ranked": RANKED_ANALYSIS_FEATURES,
+                         "kalman": KALMAN_ANALYSIS_FEATURES}
+_FEATURE_SET_NAMES = {len(names): name for name, names in ANALYSIS_FEATURE_SETS.items()}
 
 
-def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False, noise_ratio_range=None):
-    """The input measure of a learned scalar update: one point per member, four features (five with ``rank``).
+def analysis_features(prior, observation, *, noise_scale, noise_tail, features="plain", noise_ratio_range=None,
+                      rank="deprecated"):
+    """The input measure of a learned scalar update: one point per member, the features of a named set.
 
     For the ensemble ``prior`` of one observed variable, with mean ``m`` and
     standard deviation ``s`` (``ddof=1``), and its observation ``o``:
@@ -43,10 +59,20 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
     - ``log_noise_ratio``: ``log(noise_scale / s)``, how sharp the observation
       is against the forecast;
     - ``noise_tail``: ``1 / df`` of the noise law (0 Gaussian, 1 Cauchy);
-    - with ``rank=True``, ``rank``: ``k / (N + 1) - 1/2`` for the member of
-      rank ``k`` (1 to ``N``, ties in member order), second, as in
-      :data:`RANKED_ANALYSIS_FEATURES`: the quantile level at which the rank
-      histogram filter places the member.
+    - ``rank`` (sets ``"ranked"`` and ``"kalman"``): ``k / (N + 1) - 1/2``
+      for the member of rank ``k`` (1 to ``N``, ties in member order): the
+      quantile level at which the rank histogram filter places the member;
+    - ``asinh_innovation``, ``asinh_normalised_innovation``, ``kalman_gain``
+      (set ``"kalman"``, in place of ``innovation``): ``asinh`` of the
+      innovation and of the innovation over ``sqrt(1 + r^2)``, ``r =
+      noise_scale / s`` (in units of its own standard deviation, were the
+      noise Gaussian), and the Kalman gain ``1 / (1 + r^2)``: the quantities
+      a Kalman update is a function of, bounded enough for a network
+      without an input transform.
+
+    The sets, in column order: ``"plain"``, :data:`ANALYSIS_FEATURES`;
+    ``"ranked"``, :data:`RANKED_ANALYSIS_FEATURES`; ``"kalman"``,
+    :data:`KALMAN_ANALYSIS_FEATURES`.
 
     Standardising makes one model serve every variable, scale and ensemble
     size; the noise's features let it serve every noise scale and law.
@@ -61,15 +87,18 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
         Scale of the observation noise (one per ensemble, or one for all).
     noise_tail : float or array-like of shape (...)
         ``1 / df`` of its law (likewise).
-    rank : bool, default=False
-        Add the centred rank as the second feature.
+    features : {"plain", "ranked", "kalman"}, default="plain"
+        The feature set (a key of :data:`ANALYSIS_FEATURE_SETS`).
     noise_ratio_range : (float, float) or None, default=None
         Clip ``noise_scale / s`` to this range first (the ratios a model was
         trained on), or not.
+    rank : bool
+        Deprecated: ``rank=True`` is ``features="ranked"``.
 
     Returns
     -------
-    features : ndarray of shape (..., n_members, 4) or (..., n_members, 5)
+    features : ndarray of shape (..., n_members, n_features)
+        ``n_features`` 4, 5 or 7.
     centre, scale : ndarray of shape (...)
         ``m`` and ``s``: a standardised output ``u`` means ``m + s * u``.
 
@@ -80,7 +109,19 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
     >>> features, centre, scale = analysis_features(np.array([1.0, 2.0, 3.0]), 4.0, noise_scale=1.0, noise_tail=1.0)
     >>> features[:, 0].tolist(), features[0, 1:].tolist()
     ([-1.0, 0.0, 1.0], [2.0, 0.0, 1.0])
+    >>> analysis_features(np.array([1.0, 2.0, 3.0]), 4.0, noise_scale=1.0, noise_tail=1.0, features="kalman")[0].shape
+    (3, 7)
     """
+    if rank != "deprecated":
+        warnings.warn(
+            "rank= of analysis_features is deprecated and will be removed in a future version; pass "
+            "features='ranked' for rank=True (features='plain' for rank=False).",
+            FutureWarning,
+            stacklevel=2,
+        )
+        features = "ranked" if rank else "plain"
+    if features not in ANALYSIS_FEATURE_SETS:
+        raise ValueError(f"features must be one of {sorted(ANALYSIS_FEATURE_SETS)}; got {features!r}.")
     prior = np.asarray(prior, dtype=np.float64)
     centre = prior.mean(axis=-1)
     scale = prior.std(axis=-1, ddof=1)
@@ -90,11 +131,17 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, rank=False
     if noise_ratio_range is not None:
         ratio = np.clip(ratio, *noise_ratio_range)
     shape = member.shape
-    columns = [member, np.broadcast_to(innovation[..., None], shape), np.broadcast_to(np.log(ratio)[..., None], shape),
-               np.broadcast_to(np.asarray(noise_tail, dtype=np.float64)[..., None], shape)]
-    if rank:
-        order = np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable")
-        columns.insert(1, (order + 1.0) / (shape[-1] + 1.0) - 0.5)
+    gain = 1.0 / (1.0 + ratio**2)
+    values = {"member": lambda: member, "innovation": lambda: innovation, "log_noise_ratio": lambda: np.log(ratio),
+              "noise_tail": lambda: np.asarray(noise_tail, dtype=np.float64), "kalman_gain": lambda: gain,
+              "asinh_innovation": lambda: np.arcsinh(innovation),
+              "asinh_normalised_innovation": lambda: np.arcsinh(innovation * np.sqrt(gain)),
+              "rank": lambda: (np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable") + 1.0)
+              / (shape[-1] + 1.0) - 0.5}
+    columns = []
+    for name in ANALYSIS_FEATURE_SETS[features]:
+        value = values[name]()
+        columns.append(value if name in ("member", "rank") else np.broadcast_to(value[..., None], shape))
     return np.stack(columns, axis=-1), centre, scale
 
 
@@ -103,6 +150,37 @@ def _checked_noise_ratio_range(ratio_range):
     if not (len(ratio_range) == 2 and all(np.isfinite(ratio_range)) and 0 < ratio_range[0] < ratio_range[1]):
         raise ValueError(f"noise_ratio_range must be (low, high) with 0 < low < high, both finite; got {ratio_range!r}.")
     return float(ratio_range[0]), float(ratio_range[1])
+
+
+def _trained_level_offset(estimator):
+    """The quantile levels ``(k - a) / (N + 1 - 2a)`` at which ``estimator``'s sorted outputs sit: ``a``."""
+    loss, params = getattr(estimator, "loss", None), getattr(estimator, "loss_params", None) or {}
+    if loss == "quantile":
+        return float(params.get("level_offset", 0.5))
+    if loss == "energy" and params.get("beta", 1.0) == 1.0:
+        return 0.5  # against one point, the energy loss is twice the CRPS, the quantile loss at offset 0.5 (times 4)
+    raise ValueError(
+        f"level_offset needs a model whose outputs are quantiles at known levels: one trained with loss='quantile' "
+        f"(its level_offset) or loss='energy' (offset 0.5); this one has loss={loss!r}. Pass level_offset=None."
+    )
+
+
+def _level_map(trained, wanted):
+    """A function of sorted members ``(..., N)`` at the levels of offset ``trained`` -> the members at ``wanted``.
+
+    Linear interpolation of the quantile function between the members, the
+    outer segments extended beyond them.
+    """
+
+    def relevel(members):
+        n = members.shape[-1]
+        k = np.arange(1, n + 1)
+        at, to = (k - trained) / (n + 1 - 2 * trained), (k - wanted) / (n + 1 - 2 * wanted)
+        left = np.clip(np.searchsorted(at, to) - 1, 0, n - 2)
+        weight = (to - at[left]) / (at[left + 1] - at[left])
+        return members[..., left] + weight * (members[..., left + 1] - members[..., left])
+
+    return relevel
 
 
 class LearnedAnalysis(SerialEnKF):
@@ -153,9 +231,10 @@ class LearnedAnalysis(SerialEnKF):
     ----------
     estimator : fitted estimator
         A measure-to-measure regressor with ``predict``, fitted on inputs of
-        the 4 features of :data:`ANALYSIS_FEATURES` (or the 5 of
-        :data:`RANKED_ANALYSIS_FEATURES`: the step gives it the features it
-        was fitted on) and 1 output feature,
+        the 4 features of :data:`ANALYSIS_FEATURES`, the 5 of
+        :data:`RANKED_ANALYSIS_FEATURES` or the 7 of
+        :data:`KALMAN_ANALYSIS_FEATURES` (the step gives it the set it was
+        fitted on, told by their number) and 1 output feature,
         e.g. :class:`~sklearn_measattn.MeasureTransformerRegressor`. A
         ``MeasureTransformerRegressor`` runs its network directly (batched in
         torch, without re-validation at every cycle).
@@ -190,6 +269,18 @@ class LearnedAnalysis(SerialEnKF):
         observations in another order). The network's cost is mostly per
         call, so this divides the step's time by about the number of
         observations per group (five at 40 variables and radius 2).
+    level_offset : float or None, default=None
+        Read the learned posterior at other quantile levels: the ``N``
+        sorted output members of a model trained with the quantile loss of
+        offset ``a0`` (:func:`~sklearn_measattn.losses.quantile_loss`,
+        ``loss_params["level_offset"]``; the energy loss against one point
+        is ``a0 = 0.5``) are the posterior's quantiles at the levels ``(k -
+        a0) / (N + 1 - 2 a0)``; with ``level_offset=a`` the members are
+        placed at ``(k - a) / (N + 1 - 2a)`` instead, by linear
+        interpolation of that quantile function (linear extrapolation beyond
+        the outer members). A larger ``a`` spreads them wider: an inflation
+        that acts on each scalar update, where a serial filter compounds a
+        small loss of spread. None: the members as output.
 
     Examples
     --------
@@ -216,10 +307,11 @@ class LearnedAnalysis(SerialEnKF):
         "noise_ratio_range": [tuple, list, None],
         "reflect": ["boolean", Choices(("auto",))],
         "batch_disjoint": ["boolean"],
+        "level_offset": [NumberInterval(Real, 0, 1, closed="left"), None],
     }
 
     def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0,
-                 noise_ratio_range=None, reflect="auto", batch_disjoint=False):
+                 noise_ratio_range=None, reflect="auto", batch_disjoint=False, level_offset=None):
         self.estimator = estimator
         self.update = update
         self.inflation = inflation
@@ -228,6 +320,7 @@ class LearnedAnalysis(SerialEnKF):
         self.noise_ratio_range = noise_ratio_range
         self.reflect = reflect
         self.batch_disjoint = batch_disjoint
+        self.level_offset = level_offset
 
     def _prepare(self):
         super()._prepare()
@@ -235,16 +328,19 @@ class LearnedAnalysis(SerialEnKF):
         check_is_fitted(estimator)
         n_in = getattr(estimator, "n_features_in_", None)
         n_out = getattr(estimator, "n_features_out_", 1)
-        if n_in not in (len(ANALYSIS_FEATURES), len(RANKED_ANALYSIS_FEATURES)) or n_out != 1:
+        if n_in not in _FEATURE_SET_NAMES or n_out != 1:
+            sets = "; ".join(f"{name!r}: {len(names)} features {names}" for name, names in ANALYSIS_FEATURE_SETS.items())
             raise ValueError(
-                f"LearnedAnalysis needs an estimator fitted on measures of the {len(ANALYSIS_FEATURES)} features "
-                f"{ANALYSIS_FEATURES} (or the {len(RANKED_ANALYSIS_FEATURES)} of {RANKED_ANALYSIS_FEATURES}) with "
+                f"LearnedAnalysis needs an estimator fitted on measures of one of the feature sets ({sets}) with "
                 f"targets of 1 feature; this one has n_features_in_={n_in}, n_features_out_={n_out}. Fit it on "
-                "make_analysis_training_data(...)."
+                "make_analysis_training_data(...) or make_synthetic_analysis_data(...)."
             )
         if self.noise_ratio_range is not None:
             _checked_noise_ratio_range(self.noise_ratio_range)
-        self.features_ = RANKED_ANALYSIS_FEATURES if n_in == len(RANKED_ANALYSIS_FEATURES) else ANALYSIS_FEATURES
+        self.feature_set_ = _FEATURE_SET_NAMES[n_in]
+        self.features_ = ANALYSIS_FEATURE_SETS[self.feature_set_]
+        self._relevel = None if self.level_offset is None else _level_map(
+            _trained_level_offset(estimator), self.level_offset)
         self._reflection = np.array([_REFLECTED[name] for name in self.features_])
         model = self.observation_model_
         self.noise_tail_ = model.tail
@@ -285,8 +381,12 @@ class LearnedAnalysis(SerialEnKF):
             out = out.to(torch.float64).cpu().numpy()
             out = self._inverse_transform(out).reshape(len(batch), -1)
         if not self.reflect_:
-            return np.sort(out, axis=-1)
-        return 0.5 * (np.sort(out[:n_updates], axis=-1) + np.sort(-out[n_updates:], axis=-1))
+            posteriors = np.sort(out, axis=-1)
+        else:
+            posteriors = 0.5 * (np.sort(out[:n_updates], axis=-1) + np.sort(-out[n_updates:], axis=-1))
+        if self._relevel is not None:
+            posteriors = self._relevel(posteriors)
+        return posteriors
 
     def analyse(self, forecast, observation):
         # one scalar ensemble is a small tensor: threads would wait for each other (set once per analysis:
@@ -300,7 +400,7 @@ class LearnedAnalysis(SerialEnKF):
     def scalar_updates(self, priors, observations):
         features, centre, scale = analysis_features(
             priors, observations, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_,
-            rank=self.features_ is RANKED_ANALYSIS_FEATURES, noise_ratio_range=self.noise_ratio_range,
+            features=self.feature_set_, noise_ratio_range=self.noise_ratio_range,
         )
         posteriors = self._predict_standardised(features)
         if self.update == "ensemble":

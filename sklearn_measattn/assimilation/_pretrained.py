@@ -16,9 +16,25 @@ class _ShippedModel:
     description: str
     noise_ratio_range: tuple | None
     trained_by: str
+    level_offset: float | None = None
 
 
 _SHIPPED = {
+    "quantile_residual": _ShippedModel(
+        description=(
+            "softmax attention, residual (the network moves each member; an uninformative observation leaves it "
+            "where it is), 7 Kalman features, trained likelihood-free with the quantile loss on synthetic priors "
+            "(Gaussian, skewed, bimodal) with noise laws from Gaussian to Cauchy and noise-to-prior scale ratios "
+            "0.1-100, members read at the levels (k - 0.45) / (N + 0.1); the assimilation page's held-out learned "
+            "row"
+        ),
+        noise_ratio_range=(0.1, 100.0),
+        level_offset=0.45,
+        trained_by=(
+            "python studies/learned_bayes.py --train-residual --residual <file> --export <model file> "
+            "--diagnostic \"\""
+        ),
+    ),
     "quantile_softmax": _ShippedModel(
         description=(
             "softmax attention on symlog features, 5 ranked features, trained likelihood-free on synthetic priors "
@@ -90,9 +106,11 @@ def pretrained_analysis(name="quantile_softmax", **params):
 
     Loads the model file of :func:`analysis_model_path` with
     :func:`~sklearn_measattn.load_model` (its content digest checked) and
-    sets ``noise_ratio_range`` to the range the model was trained on, unless
-    given. No training: every learned row of the assimilation pages can be
-    rerun from these files.
+    sets ``noise_ratio_range`` to the range the model was trained on and
+    ``level_offset`` to the levels its page reads it at, unless given. No
+    training: every learned row of the assimilation pages can be rerun from
+    these files. ``"quantile_residual"`` is the one that matches the rank
+    histogram filter held out under heavy-tailed noise.
 
     Parameters
     ----------
@@ -101,7 +119,7 @@ def pretrained_analysis(name="quantile_softmax", **params):
     **params
         Parameters of :class:`LearnedAnalysis` (``inflation``,
         ``relaxation``, ``localization_radius``, ``update``,
-        ``noise_ratio_range``, ``batch_disjoint``). The pages tune
+        ``noise_ratio_range``, ``batch_disjoint``, ``level_offset``). The pages tune
         ``inflation`` and ``relaxation`` per noise law; ``relaxation=0.3``
         holds for every law they show.
 
@@ -115,6 +133,8 @@ def pretrained_analysis(name="quantile_softmax", **params):
     >>> step = pretrained_analysis("quantile_softmax", relaxation=0.3)
     >>> step.noise_ratio_range
     (0.2, 30.0)
+    >>> pretrained_analysis("quantile_residual").level_offset
+    0.45
     >>> result = twin_experiment(step, n_variables=10, noise="cauchy", n_cycles=30, spin_up=10,
     ...                          ensemble_size=10, random_state=0)
     >>> result.diverged
@@ -130,6 +150,7 @@ def pretrained_analysis(name="quantile_softmax", **params):
             f"it takes {sorted(_LEARNED_PARAMS)}."
         )
     params.setdefault("noise_ratio_range", shipped.noise_ratio_range)
+    params.setdefault("level_offset", shipped.level_offset)
     return LearnedAnalysis(load_model(analysis_model_path(name)), **params)
 
 

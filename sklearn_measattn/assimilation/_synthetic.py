@@ -9,15 +9,13 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, validate_params
 
 from .._validation import Choices
-from ._learned import _REFLECTED, RANKED_ANALYSIS_FEATURES, _checked_noise_ratio_range, analysis_features
+from ._learned import _REFLECTED, ANALYSIS_FEATURE_SETS, _checked_noise_ratio_range, analysis_features
 from ._problem import ObservationModel
 
 __all__ = ["PRIOR_KINDS", "make_synthetic_analysis_data"]
 
 #: The kinds of synthetic prior :func:`make_synthetic_analysis_data` draws.
 PRIOR_KINDS = ("gaussian", "skewed", "bimodal")
-
-_REFLECTION = np.array([_REFLECTED[name] for name in RANKED_ANALYSIS_FEATURES])
 
 
 def _draw_priors(kind, n_priors, n_members, rng):
@@ -54,6 +52,7 @@ def _checked_laws(noise):
         "innovation_power": [Interval(Real, 0, None, closed="left")],
         "candidates": [Interval(Integral, 1, None, closed="left"), None],
         "reflect": ["boolean", Choices(("auto",))],
+        "features": [Choices(tuple(ANALYSIS_FEATURE_SETS))],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
@@ -69,6 +68,7 @@ def make_synthetic_analysis_data(
     innovation_power=0.0,
     candidates=None,
     reflect="auto",
+    features="ranked",
     random_state=None,
 ):
     """Likelihood-free training pairs for a :class:`LearnedAnalysis`: synthetic priors, simulated observations.
@@ -123,14 +123,18 @@ def make_synthetic_analysis_data(
         Add every pair reflected (``x -> -x``): Bayes' rule commutes with
         the reflection when the noise law is symmetric. ``"auto"``: when
         every law of ``noise`` is (``symmetric``).
+    features : {"ranked", "kalman", "plain"}, default="ranked"
+        The feature set of :func:`analysis_features` (a key of
+        :data:`ANALYSIS_FEATURE_SETS`).
     random_state : int, RandomState instance or None, default=None
         Seeds the priors, the stand-ins and the noise.
 
     Returns
     -------
-    X : ndarray of shape (n_pairs, ensemble_size, 5)
-        The measures of :func:`analysis_features` with ``rank=True``
-        (:data:`RANKED_ANALYSIS_FEATURES`), float32.
+    X : ndarray of shape (n_pairs, ensemble_size, n_features)
+        The measures of :func:`analysis_features` of the set ``features``
+        (5 features for ``"ranked"``, 7 for ``"kalman"``, 4 for
+        ``"plain"``), float32.
     y : ndarray of shape (n_pairs, 1, 1)
         The stand-ins, standardised like the members, float32.
 
@@ -209,12 +213,12 @@ def make_synthetic_analysis_data(
         prior = priors[keep].reshape(P, n_members)
         obs = np.take_along_axis(observation, column, axis=1)[:, 0]
         prior_sd = prior.std(axis=1, ddof=1)
-        features, centre, scale = analysis_features(prior, obs, noise_scale=ratio * prior_sd, noise_tail=tail,
-                                                    rank=True)
-        Xs.append(features)
+        measures, centre, scale = analysis_features(prior, obs, noise_scale=ratio * prior_sd, noise_tail=tail,
+                                                    features=features)
+        Xs.append(measures)
         ys.append(((priors[everyone, member] - centre) / scale)[:, None, None])
     X, y = np.concatenate(Xs), np.concatenate(ys)
     if reflect:
-        reflected = X * _REFLECTION
+        reflected = X * np.array([_REFLECTED[name] for name in ANALYSIS_FEATURE_SETS[features]])
         X, y = np.concatenate([X, reflected]), np.concatenate([y, -y])
     return X.astype(np.float32), y.astype(np.float32)

@@ -30,7 +30,7 @@ TAILS = ("gaussian", "student_t", "pareto")
 #: :data:`sklearn_measattn.datasets.BENCHMARK_NAMES`: the built-in benchmarks.
 BENCHMARK_NAMES = ("matrix_inverse", "sheared_swap")
 #: The keys of :data:`sklearn_measattn.losses.LOSSES`: the training losses.
-LOSS_NAMES = ("energy", "sliced", "sinkhorn", "mse")
+LOSS_NAMES = ("energy", "sliced", "sinkhorn", "mse", "quantile")
 #: The defaults of :class:`~sklearn_measattn.MeasureTransformerRegressor` that ``measattn fit --help`` shows.
 ESTIMATOR_DEFAULTS = {
     "kernel": "log",

@@ -74,7 +74,7 @@ def test_missing_observations_are_skipped_in_groups():
 def learned_model():
     rng = np.random.default_rng(0)
     X, _, _ = analysis_features(rng.standard_normal((48, N_MEMBERS)), rng.standard_cauchy(48), noise_scale=1.0,
-                                noise_tail=1.0, rank=True)
+                                noise_tail=1.0, features="ranked")
     return MeasureTransformerRegressor(kernel="log", transform="symlog", d_model=8, n_heads=2, n_layers=1,
                                        dim_feedforward=16, max_epochs=1, random_state=0).fit(X, rng.normal(size=(48, 1, 1)))
 

@@ -19,7 +19,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "studies" / "results" / "learned
 
 def test_the_rank_feature_is_the_centred_quantile_level_with_ties_in_member_order():
     prior = np.array([3.0, 1.0, 2.0, 1.0])
-    features, centre, scale = analysis_features(prior, 2.5, noise_scale=0.5, noise_tail=1.0, rank=True)
+    features, centre, scale = analysis_features(prior, 2.5, noise_scale=0.5, noise_tail=1.0, features="ranked")
     assert features.shape == (4, len(RANKED_ANALYSIS_FEATURES))
     np.testing.assert_allclose(features[:, 1], np.array([4, 1, 3, 2]) / 5 - 0.5)
     plain, _, _ = analysis_features(prior, 2.5, noise_scale=0.5, noise_tail=1.0)
@@ -29,8 +29,8 @@ def test_the_rank_feature_is_the_centred_quantile_level_with_ties_in_member_orde
 def test_the_noise_ratio_is_clipped_to_the_range_given():
     prior = np.array([0.0, 1.0, 2.0])  # sd 1
     ratio = RANKED_ANALYSIS_FEATURES.index("log_noise_ratio")
-    sharp, _, _ = analysis_features(prior, 1.0, noise_scale=0.01, noise_tail=0.0, rank=True, noise_ratio_range=(0.2, 30))
-    vague, _, _ = analysis_features(prior, 1.0, noise_scale=1e3, noise_tail=0.0, rank=True, noise_ratio_range=(0.2, 30))
+    sharp, _, _ = analysis_features(prior, 1.0, noise_scale=0.01, noise_tail=0.0, features="ranked", noise_ratio_range=(0.2, 30))
+    vague, _, _ = analysis_features(prior, 1.0, noise_scale=1e3, noise_tail=0.0, features="ranked", noise_ratio_range=(0.2, 30))
     np.testing.assert_allclose([sharp[0, ratio], vague[0, ratio]], np.log([0.2, 30.0]))
 
 
@@ -38,7 +38,7 @@ def test_the_noise_ratio_is_clipped_to_the_range_given():
 def ranked_model():
     rng = np.random.default_rng(0)
     priors = rng.standard_normal((64, 12))
-    X, _, _ = analysis_features(priors, rng.standard_cauchy(64), noise_scale=1.0, noise_tail=1.0, rank=True)
+    X, _, _ = analysis_features(priors, rng.standard_cauchy(64), noise_scale=1.0, noise_tail=1.0, features="ranked")
     y = rng.standard_normal((64, 1, 1))
     return MeasureTransformerRegressor(kernel="log", transform="symlog", d_model=8, n_heads=2, n_layers=1,
                                        dim_feedforward=16, max_epochs=1, random_state=0).fit(X, y)

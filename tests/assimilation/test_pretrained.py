@@ -5,9 +5,8 @@ import pytest
 
 from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.assimilation import (
-    ANALYSIS_FEATURES,
+    ANALYSIS_FEATURE_SETS,
     ANALYSIS_MODELS,
-    RANKED_ANALYSIS_FEATURES,
     LearnedAnalysis,
     ObservationModel,
     analysis_model_path,
@@ -25,11 +24,12 @@ def test_every_shipped_model_is_a_small_model_file_of_a_learned_scalar_update(na
     assert path.stat().st_size < 1_000_000
     model = load_model(path)
     assert isinstance(model, MeasureTransformerRegressor)
-    assert model.n_features_in_ in (len(ANALYSIS_FEATURES), len(RANKED_ANALYSIS_FEATURES))
+    sets = {len(names): names for names in ANALYSIS_FEATURE_SETS.values()}
+    assert model.n_features_in_ in sets
     step = pretrained_analysis(name, inflation=1.02)
     assert isinstance(step, LearnedAnalysis) and step.inflation == 1.02
     bound = step.bind(ObservationModel(n_variables=4, noise="cauchy"))
-    assert bound.features_ == (RANKED_ANALYSIS_FEATURES if model.n_features_in_ == 5 else ANALYSIS_FEATURES)
+    assert bound.features_ == sets[model.n_features_in_]
 
 
 def test_unknown_names_and_parameters_are_refused_before_loading():
@@ -46,6 +46,10 @@ def test_unknown_names_and_parameters_are_refused_before_loading():
 def test_the_trained_noise_ratio_range_is_set_unless_given():
     assert pretrained_analysis("quantile_softmax").noise_ratio_range == (0.2, 30.0)
     assert pretrained_analysis("quantile_softmax", noise_ratio_range=None).noise_ratio_range is None
+    assert pretrained_analysis("quantile_softmax").level_offset is None
+    residual = pretrained_analysis("quantile_residual")
+    assert (residual.noise_ratio_range, residual.level_offset) == ((0.1, 100.0), 0.45)
+    assert pretrained_analysis("quantile_residual", level_offset=None).level_offset is None
 
 
 @pytest.mark.slow
