@@ -508,6 +508,47 @@ def test_the_script_check_catches_a_private_import():
     assert "_ensemble_scores" in found[2] and "learned_degree" in found[3]
 
 
+# a public package's two export tiers ----------------------------------------------------------------------
+
+
+def _export_tiers(source):
+    """``(public, internal)`` of a package's ``__init__``: the names in ``__all__``, and those it binds by
+    ``from ._module import name as name`` (the spelling that marks a re-export) for the rest of the package."""
+    public, internal = set(), set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            public = set(ast.literal_eval(node.value))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            internal.update(alias.name for alias in node.names if alias.asname == alias.name)
+    return public, internal
+
+
+PUBLIC_PACKAGES = [name for name in SUBPACKAGES if not name.startswith("_")]
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_a_packages_internal_exports_serve_another_unit(package):
+    """A public package's ``__init__`` exports to users what ``__all__`` lists, and to the rest of the
+    package what it binds as ``name as name``: the tiers do not overlap, and every internal export is
+    imported by another unit (else it is dead, and the unit's own modules import its home directly)."""
+    public, internal = _export_tiers((PACKAGE / package / "__init__.py").read_text())
+    assert public and not public & internal
+    used = set()
+    for path in SOURCES:
+        module = _module_name(path)
+        if _unit(module) != package:
+            used.update(name for _, target, name in _imports(module, path.read_text(), path.name == "__init__.py")
+                        if target == f"sklearn_measattn.{package}")
+    assert internal <= used, sorted(internal - used)
+
+
+def test_the_tiers_are_read_from_the_init():
+    public, internal = _export_tiers(
+        "from ._a import shown, helper as helper\nfrom ._b import other as renamed\n__all__ = ['shown']\n"
+    )
+    assert public == {"shown"} and internal == {"helper"}
+
+
 def _pre_move_models():
     """The pickled models, each with its stored predictions and transports, made on another machine."""
     folder = DATA / "pre_move"
