@@ -52,17 +52,21 @@ def _module_name(path):
 ALL_MODULES = {_module_name(path) for path in SOURCES}
 
 
+def _import_target(node, package):
+    """The absolute module a ``from ... import`` names, ``package`` being the importing module's package."""
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module or ""
+
+
 def _imports(module, source, is_package):
     """``(line, target module, imported name)`` for every ``from ... import`` of the package in ``source``."""
     package = module if is_package else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.ImportFrom):
             continue
-        if node.level:
-            base = package.split(".")[: len(package.split(".")) - node.level + 1]
-            target = ".".join(base + ([node.module] if node.module else []))
-        else:
-            target = node.module or ""
+        target = _import_target(node, package)
         if target == "sklearn_measattn" or target.startswith("sklearn_measattn."):
             for alias in node.names:
                 yield node.lineno, target, alias.name
@@ -99,11 +103,7 @@ def _import_graph():
             if isinstance(node, ast.Import):
                 edges.update(alias.name for alias in node.names if alias.name in ALL_MODULES)
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = _import_target(node, package)
                 for alias in node.names:
                     if f"{target}.{alias.name}" in ALL_MODULES:
                         edges.add(f"{target}.{alias.name}")
@@ -257,7 +257,7 @@ def _is_own(node):
 
 def _private_definitions(tree):
     """The private names a module defines: functions, classes and methods; names assigned at module or
-    class level; attributes it sets on ``self`` or ``cls`` (directly, by ``setattr`` or in ``__dict__``)."""
+    class level; attributes it sets on ``self`` or ``cls`` (directly, by ``setattr`` or ``__dict__.setdefault``)."""
     names = set()
 
     def visit(node, in_function):
@@ -290,11 +290,7 @@ def _imported_units(module, tree, is_package):
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom):
             continue
-        if node.level:
-            base = package.split(".")[: len(package.split(".")) - node.level + 1]
-            target = ".".join(base + ([node.module] if node.module else []))
-        else:
-            target = node.module or ""
+        target = _import_target(node, package)
         if not (target == "sklearn_measattn" or target.startswith("sklearn_measattn.")):
             continue
         for alias in node.names:
@@ -335,6 +331,13 @@ def _attribute_crossings(modules):
       ``_x`` is: ``MeasureTransformerRegressor._parameter_constraints`` read by the command line,
       ``Estimator(...)._check_params()``, scikit-learn's ``Estimator._get_param_names()`` on another
       unit's class.
+
+    Allowed: a unit's own private names, on any object: ``self._x``, ``cls._x`` and ``super()._x``
+    in the class that defines ``_x``, a method preparing the copy of itself it returns
+    (``bound._prepare()``), a helper of the same unit (inside a unit private names are shared
+    freely, as with imports). Not seen: a name that two units both define (``_parameter_constraints``
+    of the estimator and of the analysis steps) read in one on an object of the other, unless that
+    object is a name imported from the other.
 
     A name the package never defines belongs to a dependency and is not this rule's business
     (``self._validate_params()`` and ``self._parameters`` inherited from scikit-learn's and torch's
