@@ -11,7 +11,9 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.utils._param_validation import (
+from sklearn.utils.validation import check_array
+
+from ._param_validation import (
     HasMethods,
     Interval,
     InvalidParameterError,
@@ -19,7 +21,6 @@ from sklearn.utils._param_validation import (
     make_constraint,
     validate_parameter_constraints,
 )
-from sklearn.utils.validation import check_array
 
 __all__ = [
     "check_measures",
@@ -402,7 +403,7 @@ POSITIVE_REAL = NumberInterval(Real, 0, math.inf, closed="neither")
 
 # The exponents of the distances between measures, one domain each, shared by
 # the numpy metrics and the torch training losses (both compute the distances
-# with the cores of ``_ot.py``).
+# with the cores of the ``_distances`` package).
 #: Exponent of the energy distance.
 BETA = NumberInterval(
     Real, 0, 2, closed="neither",

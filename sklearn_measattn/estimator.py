@@ -10,9 +10,9 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._param_validation import HasMethods, StrOptions
 from ._persistence import VersionStampMixin, estimator_params_as_data
 from ._training import (  # checkpoints
     CheckpointEveryEpoch,

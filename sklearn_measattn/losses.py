@@ -35,7 +35,6 @@ import functools
 from numbers import Integral, Real
 
 import torch
-from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 from torch import nn
 
 from ._distances import (
@@ -50,6 +49,7 @@ from ._distances import (
     sliced_wasserstein_batch,
     split_points_weights,
 )
+from ._param_validation import validate_parameter_constraints, validate_params
 from ._validation import (
     BETA,
     ORDER,

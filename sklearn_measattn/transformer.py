@@ -7,9 +7,9 @@ import math
 from numbers import Integral, Real
 
 import torch
-from sklearn.utils._param_validation import validate_parameter_constraints
 from torch import nn
 
+from ._param_validation import validate_parameter_constraints
 from ._validation import POSITIVE_INT, Choices, Described, NumberInterval
 from .attention import BACKENDS, log_point_weights, resolve_backend, run_attention
 from .kernels import LEARNED_DEGREE_INITIAL, get_kernel, learned_degree, learned_degree_raw, poly_at_degree

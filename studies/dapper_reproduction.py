@@ -50,8 +50,7 @@ import time
 
 import numpy as np
 
-from sklearn_measattn.assimilation import EnKF, ParticleFilter, SerialEnKF, make_twin_problem, twin_experiment
-from sklearn_measattn.assimilation._dapper import run_dapper
+from sklearn_measattn.assimilation import EnKF, ParticleFilter, SerialEnKF, make_twin_problem, run_dapper, twin_experiment
 from sklearn_measattn.experiments import format_number, format_table, write_csv
 
 DAPPER_LOC_TO_HALF_WIDTH = 1.82  # dapper.tools.localization.dist2coeff, tag "GC"

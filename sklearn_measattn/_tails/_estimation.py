@@ -11,8 +11,8 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.integrate import quad
 from scipy.stats import chi2, norm
-from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 
+from .._param_validation import validate_parameter_constraints, validate_params
 from .._validation import Choices, NumberInterval, check_measures
 
 __all__ = ["TailIndexEstimate", "estimate_tail_index", "LIGHT_TAIL_INDEX"]

@@ -13,9 +13,9 @@ import contextlib
 
 import numpy as np
 import torch
-from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
+from .._param_validation import validate_parameter_constraints
 from .._validation import POSITIVE_INT, check_measures, check_n_features
 from ._net import check_float32_range, transform_points
 

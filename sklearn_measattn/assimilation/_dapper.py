@@ -54,8 +54,8 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
 
+from .._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
 from .._validation import Choices, NumberInterval
 from ._baselines import AnalysisStep, _kalman_variance
 from ._problem import ObservationModel, TwinProblem, arrays_described, describe, refuse_array_likes

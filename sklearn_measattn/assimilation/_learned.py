@@ -9,9 +9,9 @@ from numbers import Real
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import check_is_fitted
 
+from .._param_validation import HasMethods, validate_params
 from .._threads import torch_threads
 from .._training import transform_points
 from .._validation import Choices, NumberInterval

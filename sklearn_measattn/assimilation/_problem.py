@@ -12,8 +12,8 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import gammaln
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import InvalidParameterError, make_constraint, validate_params
 
+from .._param_validation import InvalidParameterError, make_constraint, validate_params
 from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 from ..datasets import OBSERVATION_NOISES, integrate_lorenz96
 

@@ -20,8 +20,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import stdtrit
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_params
 
+from .._param_validation import validate_params
 from .._validation import POSITIVE_INT, POSITIVE_REAL, NumberInterval
 from ._problem import N_VARIABLES, OBSERVED, ObservationModel, arrays_described, describe
 

@@ -6,8 +6,8 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
 
+from .._param_validation import Interval, validate_params
 from .._validation import Choices
 from ._learned import _REFLECTED, ANALYSIS_FEATURE_SETS, _checked_noise_ratio_range, analysis_features
 from ._problem import ObservationModel

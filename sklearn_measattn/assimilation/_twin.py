@@ -10,8 +10,8 @@ from numbers import Real
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import InvalidParameterError, validate_params
 
+from .._param_validation import InvalidParameterError, validate_params
 from .._validation import Choices
 from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF

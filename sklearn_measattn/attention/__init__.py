@@ -12,10 +12,9 @@ requests it supports and how it runs; ``"auto"`` takes the first of
 
 from ._api import fused_status, kernel_attention
 from ._backends import AUTO_PREFERENCE, BACKENDS, resolve_backend
-from ._backends import run_attention as run_attention
 
-# For the rest of the package (the transformer, the diagnostics), not the user.
-from ._weights import attention_probabilities as attention_probabilities
+# For the rest of the package (the transformer, the diagnostics, inspection), not the user.
+from ._backends import run_attention as run_attention
 from ._weights import attention_weight_blocks as attention_weight_blocks
 from ._weights import log_point_weights as log_point_weights
 from ._weights import query_ess_fractions as query_ess_fractions

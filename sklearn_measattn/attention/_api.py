@@ -9,9 +9,9 @@ and a weight ``k`` counts it ``k`` times.
 from __future__ import annotations
 
 import torch
-from sklearn.utils._param_validation import validate_params
 
 from .._extension import build_seconds, fused_unavailable_reason
+from .._param_validation import validate_params
 from .._validation import POSITIVE_INT, Choices
 from ..kernels import get_kernel
 from ._backends import BACKENDS, resolve_backend, run_attention

@@ -115,8 +115,7 @@ def estimator_params(args, parser):
         Keyword arguments of :class:`~sklearn_measattn.MeasureTransformerRegressor`;
         parameters whose option is not given (and has no default) are left out.
     """
-    from sklearn.utils._param_validation import InvalidParameterError, validate_parameter_constraints
-
+    from .._param_validation import InvalidParameterError, validate_parameter_constraints
     from ..estimator import MeasureTransformerRegressor
 
     constraints = MeasureTransformerRegressor._parameter_constraints

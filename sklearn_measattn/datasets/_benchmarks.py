@@ -21,8 +21,8 @@ from numbers import Real
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import validate_params
 
+from .._param_validation import validate_params
 from .._tails import SIZE_CONSTRAINTS, TAIL, TAIL_INDEX, check_finite_samples, sample_base
 from .._validation import POSITIVE_INT, Choices, Described, NumberInterval
 

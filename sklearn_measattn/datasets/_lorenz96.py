@@ -9,8 +9,8 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import log_softmax
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_params
 
+from .._param_validation import validate_params
 from .._tails import SIZE_CONSTRAINTS
 from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 

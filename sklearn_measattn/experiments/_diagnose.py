@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_params
 
+from .._param_validation import validate_params
 from .._tails import (
     MIN_MEASURES_ACROSS,
     TAIL_ESTIMATE_CONSTRAINTS,

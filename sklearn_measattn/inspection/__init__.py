@@ -7,6 +7,8 @@ usual way in; the functions here are what they run.
 """
 
 from ._display import MeasureDisplay
+
+# For the rest of the package (the estimator's methods, the phase diagram's display), not the user.
 from ._display import import_pyplot as import_pyplot
 from ._hidden_similarity import trained_hidden_similarity as trained_hidden_similarity
 from ._trained_attention import trained_attention_ess as trained_attention_ess

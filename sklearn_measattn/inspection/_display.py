@@ -6,9 +6,9 @@ import numbers
 from numbers import Real
 
 import numpy as np
-from sklearn.utils._param_validation import validate_params
 from sklearn.utils.validation import check_is_fitted
 
+from .._param_validation import validate_params
 from .._validation import Choices, Described, NumberInterval, check_measures
 
 __all__ = ["MeasureDisplay"]

@@ -13,9 +13,9 @@ import numbers
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_parameter_constraints
 from sklearn.utils.validation import check_is_fitted
 
+from .._param_validation import validate_parameter_constraints
 from .._training import batches, evaluation, inference_batch_size, network_inputs, normalized_point_weights
 from .._validation import POSITIVE_INT, is_ragged
 from ..attention import attention_weight_blocks, log_point_weights, query_ess_fractions

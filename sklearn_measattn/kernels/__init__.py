@@ -19,6 +19,8 @@ from ._registry import (
     SPARSE_KERNEL_NAMES,
     get_kernel,
 )
+
+# For the rest of the package (the transformer, attention's backends, the phase diagram), not the user.
 from ._registry import LEARNED_DEGREE_INITIAL as LEARNED_DEGREE_INITIAL
 from ._registry import learned_degree as learned_degree
 from ._registry import learned_degree_raw as learned_degree_raw

@@ -55,8 +55,8 @@ import math
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils._param_validation import validate_params
 
+from .._param_validation import validate_params
 from .._validation import POSITIVE_INT, NumberInterval
 from ._base import _real_or_none
 from ._diagnostics import across_sample_correlation, spread_ratio

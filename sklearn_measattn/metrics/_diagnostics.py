@@ -10,8 +10,8 @@ import torch
 from scipy.stats import rankdata
 from sklearn.exceptions import UndefinedMetricWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_params
 
+from .._param_validation import validate_params
 from .._validation import POSITIVE_INT, Choices, check_measure_pair, check_measures, combine_weights
 from ..attention import query_ess_fractions
 from ..kernels import get_kernel

@@ -11,10 +11,10 @@ import numpy as np
 import ot
 from scipy.spatial.distance import cdist
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import validate_params
 
 # the distances and their parameters' domains, shared with the training losses
 from .._distances import distance_power, energy_distance_batch, sinkhorn_plan, sliced_wasserstein_batch
+from .._param_validation import validate_params
 from .._validation import BETA, ORDER, POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
 from ._base import (
     _MULTIOUTPUT,

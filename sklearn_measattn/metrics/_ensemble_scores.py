@@ -6,7 +6,8 @@ from numbers import Real
 
 import numpy as np
 from scipy.spatial.distance import cdist
-from sklearn.utils._param_validation import validate_params
+
+from .._param_validation import validate_params
 
 # Pairwise differences are formed in blocks of at most this many float64 entries (64 MiB).
 _BLOCK_ENTRIES = 2**23

@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 from sklearn.metrics import make_scorer
-from sklearn.utils._param_validation import validate_parameter_constraints, validate_params
 
+from .._param_validation import validate_parameter_constraints, validate_params
 from .._validation import Choices, Described, check_keyword_arguments, is_ragged
 from ..preprocessing import symlog
 from ._base import _aggregate, _check_sample_weight
