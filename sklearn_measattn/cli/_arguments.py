@@ -17,7 +17,11 @@ __all__ = [
     "option_error",
     "positive_float",
     "positive_int",
+    "seed",
 ]
+
+#: The seeds numpy takes, and so scikit-learn's ``random_state``: 0 to 2**32 - 1.
+_MAX_SEED = 2**32 - 1
 
 #: The kernels ``compare`` and ``ess`` run when none are named.
 DEFAULT_KERNELS = ("softmax", "poly", "log", "sigmoid")
@@ -74,6 +78,33 @@ def positive_float(text):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite positive number, got {text!r}")
+    return value
+
+
+def seed(text):
+    """A seed: an integer from 0 to ``2**32 - 1`` (what numpy's generators, and so ``random_state``, take).
+
+    Parameters
+    ----------
+    text : str
+        The value as typed.
+
+    Returns
+    -------
+    value : int
+        The seed.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        If ``text`` is not such an integer.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= _MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to {_MAX_SEED}, got {text!r}")
     return value
 
 

@@ -101,12 +101,11 @@ def run(args, parser):
     """
     import torch
 
-    from .._model_files import save_model
-    from ..estimator import MeasureTransformerRegressor
+    from .. import MeasureTransformerRegressor, save_model
     from ..experiments import format_number
     from ._epoch_progress import EpochProgress
 
-    params = estimator_params(args, parser)
+    params = estimator_params(args)
     check_outputs(parser, save=args.save)
     if os.path.splitext(args.save)[1].lower() in _PICKLE_SUFFIXES:
         parser.error(f"--save {args.save!r}: measattn fit saves a safetensors model file (data only, safe to "

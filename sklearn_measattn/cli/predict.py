@@ -72,9 +72,8 @@ def add_parser(subparsers):
 def _load_model(parser, path, *, allow_pickle):
     import joblib
 
-    from .._model_files import load_model
+    from .. import MeasureTransformerRegressor, load_model
     from .._persistence import is_pickle_like
-    from ..estimator import MeasureTransformerRegressor
 
     if not os.path.isfile(path):
         parser.error(f"MODEL {path!r}: no such file")
