@@ -115,18 +115,7 @@ def seeds_from_args(values):
 
 
 def add_parser(subparsers):
-    """Add ``measattn compare`` to the subcommands.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The command's parser, which runs :func:`run`.
-    """
+    """Add ``measattn compare`` to ``subparsers``; return its parser (the command protocol is in :mod:`._main`)."""
     d = PRESETS["default"]
     cmp_ = subparsers.add_parser(
         "compare",
@@ -270,17 +259,7 @@ def report(summary, title, *, judge=True):
 def run(args, parser):
     """Run ``measattn compare``: on a benchmark, or on the user's measures with ``--data``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser, for usage errors.
-
-    Returns
-    -------
-    code : int
-        0; errors exit through ``parser`` with code 2.
+    The command protocol (arguments, exit codes) is in :mod:`._main`.
     """
     from ..experiments import ROW_FIELDS, compare_kernels, compare_kernels_on_data, summarize, write_csv
 
