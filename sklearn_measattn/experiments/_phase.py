@@ -283,7 +283,7 @@ def phase_diagram(
         ``"gaussian"`` is the light-tailed control.
     seeds : sequence of int, default=(0, 1)
         One fit per seed (data, held-out data and weights).
-    n_samples, n_points, n_test, torch_threads
+    n_samples, n_points, n_test
         As in :func:`compare_kernels`.
     estimator : MeasureTransformerRegressor or None, default=None
         The template of every fit (as in :func:`compare_kernels`); its
@@ -291,6 +291,8 @@ def phase_diagram(
         written in the rows (``epochs`` for the first). ``None`` means
         ``MeasureTransformerRegressor(max_epochs=30, d_model=16, n_heads=2,
         dim_feedforward=32, lr=3e-3, batch_size=16, device="cpu")``.
+    torch_threads : int or None, default=1
+        As in :func:`compare_kernels`.
     benchmark_params : dict or None, default=None
         Further generator arguments (e.g. ``{"scale_range": (0.1, 10.0)}``
         for the sheared swap), recorded as JSON in the rows.
