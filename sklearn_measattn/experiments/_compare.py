@@ -22,7 +22,7 @@ from joblib import Parallel, delayed
 from sklearn.model_selection import train_test_split
 
 from .._threads import torch_threads
-from .._validation import check_measures
+from .._validation import Described, NumberInterval, check_measures, validate_parameter_constraints
 from ..datasets import load_benchmark, sample_target_law
 from ..metrics import (
     REFERENCE_NAMES,
@@ -51,6 +51,12 @@ ROW_FIELDS = (
     "corr_scale", "corr_location", "collapse_attention", "collapse_within", "collapse_across",
     "collapsed", "learned", "energy_vs_baseline", "fit_time",
 )
+
+_COMPARE_CONSTRAINTS = {
+    "n_test": [NumberInterval(numbers.Integral, 3, None, closed="left",
+                              why="the across-sample correlation ranks the held-out measures")],
+    "inspect": [Described(callable, "a callable inspect(model, X_test) -> dict"), None],
+}
 
 # Seeds of the held-out measures and of the oracle's fresh draws, apart from the training seeds.
 _TEST_SEED_OFFSET, _ORACLE_SEED_OFFSET = 1_000_003, 2_000_003
@@ -401,8 +407,8 @@ def compare_kernels(
     >>> [(row["kernel"], row["status"]) for row in rows]
     [('log', 'ok'), ('pooled', 'ok'), ('identity', 'ok'), ('oracle', 'ok')]
     """
-    if int(n_test) < 3:
-        raise ValueError(f"n_test must be >= 3 (the across-sample correlation ranks measures), got {n_test}.")
+    validate_parameter_constraints(_COMPARE_CONSTRAINTS, {"n_test": n_test, "inspect": inspect},
+                                   caller_name="compare_kernels")
     data_params = {"n_samples": n_samples, "n_points": n_points, "tail": tail, "tail_index": tail_index}
     if benchmark_params is not None:
         if not isinstance(benchmark_params, dict) or set(benchmark_params) & set(data_params):
@@ -411,8 +417,6 @@ def compare_kernels(
                 f"which are parameters of their own), got {benchmark_params!r}."
             )
         data_params.update(benchmark_params)
-    if inspect is not None and not callable(inspect):
-        raise ValueError(f"inspect must be a callable inspect(model, X_test) -> dict or None, got {inspect!r}.")
     # Validate data parameters once, cheaply, before launching any fit.
     load_benchmark(task, **dict(data_params, n_samples=1, n_points=2), random_state=0)
     template = experiment_estimator(estimator, locals(), defaults=_COMPARE_DEFAULTS, caller="compare_kernels")

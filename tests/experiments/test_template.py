@@ -157,3 +157,15 @@ def test_phase_diagram_fits_through_the_comparison(monkeypatch):
     template = MeasureTransformerRegressor(**NETWORK)
     phase_diagram(**PHASE, estimator=template)
     assert calls[0]["estimator"].get_params() == template.get_params()
+
+
+@pytest.mark.parametrize("bad, reason", [
+    (dict(n_test=2), "the across-sample correlation ranks"),
+    (dict(n_test=3.0), r"\[3, inf\)"),
+    (dict(inspect="columns"), "a callable inspect"),
+])
+def test_compare_kernels_checks_its_arguments_against_constraints_before_any_fit(monkeypatch, bad, reason):
+    seen = _record_models(monkeypatch, _compare, "_fit_and_score")
+    with pytest.raises(ValueError, match=rf"The '{next(iter(bad))}' parameter of compare_kernels must be .*{reason}"):
+        compare_kernels(**dict(BENCHMARK, **bad))
+    assert seen == []
