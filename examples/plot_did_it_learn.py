@@ -25,12 +25,15 @@ index 0.7 (infinite mean), at a size small enough for the documentation build;
 # %%
 import matplotlib.pyplot as plt
 
+from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.experiments import compare_kernels, format_comparison, summarize
 
+# The template of every fit; the comparison sets each fit's kernel, transform and seed.
+template = MeasureTransformerRegressor(max_epochs=20, d_model=32, n_heads=4, n_layers=2, dim_feedforward=64,
+                                       lr=2e-3, batch_size=16)
 rows = compare_kernels(
     "matrix_inverse", kernels=["softmax", "log"], transforms=[None, "symlog"], tail="pareto", tail_index=0.7,
-    n_samples=256, n_points=64, n_test=48, epochs=20, d_model=32, n_heads=4, n_layers=2, dim_feedforward=64,
-    lr=2e-3, batch_size=16,
+    n_samples=256, n_points=64, n_test=48, estimator=template,
 )
 summary = summarize(rows)
 print(format_comparison(summary).split("\n\n")[0])  # the table, without the notes

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 
+from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.experiments import (
     PHASE_FIELDS,
     PHASE_KERNELS,
@@ -99,19 +100,27 @@ def near_boundary(cell):
             or (decidable and abs(cell["energy_vs_baseline"] - LEARNED_MARGIN) <= 0.1))
 
 
+def _budget(budget):
+    """A budget as ``phase_diagram`` keywords: the data sizes, and the rest as the fits' estimator template."""
+    data = {key: budget[key] for key in ("n_samples", "n_points", "n_test")}
+    model = {("max_epochs" if key == "epochs" else key): value for key, value in budget.items() if key not in data}
+    return dict(data, estimator=MeasureTransformerRegressor(**model, device="cpu"))
+
+
 def run(parts):
     torch.set_num_threads(1)
     check_output_path(CSV, what="CSV")
     append = _appender(CSV)
-    common = dict(on_row=append, progress=print_progress, device="cpu", torch_threads=1)
+    common = dict(on_row=append, progress=print_progress, torch_threads=1)
     if "grid" in parts:
         for tail in TAILS:  # tail by tail, so that a partial CSV already draws whole columns
             phase_diagram(tasks=TASKS, kernels=tuple(PHASE_KERNELS), transforms=("none", "symlog"),
-                          tail_indices=[tail], seeds=SEEDS, skip=read_rows(), **BUDGET, **common)
+                          tail_indices=[tail], seeds=SEEDS, skip=read_rows(), **_budget(BUDGET), **common)
     if "finding2" in parts:
         for tasks, tails, change, extra in _sweep():
             phase_diagram(tasks=tasks, kernels=["softmax"], transforms=["symlog"], tail_indices=tails,
-                          seeds=SEEDS, benchmark_params=extra, skip=read_rows(), **dict(BUDGET, **change), **common)
+                          seeds=SEEDS, benchmark_params=extra, skip=read_rows(), **_budget(dict(BUDGET, **change)),
+                          **common)
     if "boundary" in parts:
         grid = [r for r in read_rows() if r["benchmark_params"] == "" and all(
             str(r[k]) == str(BUDGET[k]) for k in ("n_samples", "n_points", "epochs", "d_model", "n_layers"))]
@@ -120,7 +129,7 @@ def run(parts):
                 continue
             tail = "gaussian" if cell["tail_index"] == float("inf") else cell["tail_index"]
             phase_diagram(tasks=[cell["task"]], kernels=[cell["kernel"]], transforms=[cell["transform"]],
-                          tail_indices=[tail], seeds=[BOUNDARY_SEED], skip=read_rows(), **BUDGET, **common)
+                          tail_indices=[tail], seeds=[BOUNDARY_SEED], skip=read_rows(), **_budget(BUDGET), **common)
 
 
 def main():

@@ -2,6 +2,11 @@
 
 Nothing here imports torch or the estimator at module level: the parsers are
 built for ``--help`` too, which must answer at once.
+
+The argparse types (:func:`positive_int`, :func:`positive_float`, :func:`seed`,
+:func:`device`) each take the text typed and return the value, or raise
+``argparse.ArgumentTypeError`` with a message that quotes the text, which
+argparse reports as a usage error naming the option.
 """
 
 from __future__ import annotations
@@ -11,36 +16,25 @@ import math
 
 __all__ = [
     "DEFAULT_KERNELS",
+    "accepted_by",
     "add_group_column_option",
     "add_loader_options",
     "device",
     "option_error",
     "positive_float",
     "positive_int",
+    "seed",
 ]
+
+#: The seeds numpy takes, and so scikit-learn's ``random_state``: 0 to 2**32 - 1.
+_MAX_SEED = 2**32 - 1
 
 #: The kernels ``compare`` and ``ess`` run when none are named.
 DEFAULT_KERNELS = ("softmax", "poly", "log", "sigmoid")
 
 
 def positive_int(text):
-    """An integer ``>= 1``.
-
-    Parameters
-    ----------
-    text : str
-        The value as typed.
-
-    Returns
-    -------
-    value : int
-        The integer.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        If ``text`` is not a positive integer.
-    """
+    """An integer ``>= 1`` (an argparse type: see the module docstring)."""
     try:
         value = int(text)
     except ValueError:
@@ -51,23 +45,7 @@ def positive_int(text):
 
 
 def positive_float(text):
-    """A finite number ``> 0``.
-
-    Parameters
-    ----------
-    text : str
-        The value as typed.
-
-    Returns
-    -------
-    value : float
-        The number.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        If ``text`` is not a finite positive number.
-    """
+    """A finite number ``> 0`` (an argparse type: see the module docstring)."""
     try:
         value = float(text)
     except ValueError:
@@ -77,28 +55,48 @@ def positive_float(text):
     return value
 
 
+def seed(text):
+    """A seed: an integer from 0 to ``2**32 - 1``, what numpy's generators (so ``random_state``) take (an argparse
+    type: see the module docstring)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= _MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer from 0 to {_MAX_SEED}, got {text!r}")
+    return value
+
+
 def device(text):
-    """A ``--device`` the estimator accepts on this machine, checked as the command line is read.
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N``, unchanged once the estimator's device check takes it (it resolves
+    the value again when it trains; an argparse type: see the module docstring, the message is the estimator's)."""
+    from .._training import resolve_device  # torch: only once a device is read, never for --help
+
+    return accepted_by(resolve_device, text)
+
+
+def accepted_by(check, text):
+    """``text``, unchanged, once the library's ``check(text)`` takes it; its ``ValueError`` becomes argparse's.
 
     Parameters
     ----------
+    check : callable
+        Raises ``ValueError`` for a value the library refuses.
     text : str
-        ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        The value as typed.
 
     Returns
     -------
     text : str
-        The value, unchanged (the estimator resolves it again when it trains).
+        The value, unchanged.
 
     Raises
     ------
     argparse.ArgumentTypeError
-        With the estimator's own message, if it refuses the device.
+        With ``check``'s message.
     """
-    from .._training import resolve_device  # torch: only once a device is read, never for --help
-
     try:
-        resolve_device(text)
+        check(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text

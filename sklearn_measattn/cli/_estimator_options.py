@@ -1,18 +1,21 @@
-"""The options of ``measattn fit`` that set a hyper-parameter of the estimator, as one table.
+"""The options of ``measattn fit`` and ``measattn compare`` that set a hyper-parameter of the estimator, as one table.
 
 Exposing one more hyper-parameter on the command line is one more entry of
-:data:`ESTIMATOR_OPTIONS`. Every value is checked against the estimator's own
-constraint for its parameter before any file is read, and a refusal names the
-option and keeps the estimator's message. The help shows the estimator's
-defaults from :data:`~._names.ESTIMATOR_DEFAULTS`, so that ``measattn fit
---help`` does not import the estimator (and torch); the checks import it.
+:data:`ESTIMATOR_OPTIONS`: ``fit`` builds its estimator from the table,
+``compare`` the template its fits clone (all but the kernel, transform and seed,
+which it varies). Each option's ``type`` or ``choices`` hold the parameter's
+domain, so argparse refuses a bad value as the command line is read, before any
+file, naming the option; the estimator checks the whole of its parameters again
+when it fits. The help shows the estimator's defaults from
+:data:`~._names.ESTIMATOR_DEFAULTS` (or a command's own), so that ``--help``
+does not import the estimator (and torch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ._arguments import device, option_error, positive_float, positive_int
+from ._arguments import device, positive_float, positive_int, seed
 from ._names import ALL_KERNEL_NAMES, ESTIMATOR_DEFAULTS, LOSS_NAMES
 
 __all__ = ["ESTIMATOR_OPTIONS", "EstimatorOption", "add_estimator_options", "estimator_params"]
@@ -32,7 +35,8 @@ class EstimatorOption:
     help : str
         The help text; ``{default}`` stands for the estimator's default.
     type : callable, default=str
-        Turns the text typed into a value (argparse's ``type``).
+        Turns the text typed into a value (argparse's ``type``), refusing a
+        value outside the parameter's domain.
     choices : tuple of str or None, default=None
         The values the option takes, if only some.
     metavar : str or None, default=None
@@ -71,7 +75,10 @@ ESTIMATOR_OPTIONS = (
     EstimatorOption("--n-layers", "n_layers", "blocks (default {default})", type=positive_int),
     EstimatorOption("--dim-feedforward", "dim_feedforward",
                     "hidden width of the feed-forward networks (default {default})", type=positive_int),
-    EstimatorOption("--lr", "lr", "learning rate (default {default})", type=positive_float),
+    EstimatorOption("--lr", "lr", "learning rate, the peak with --lr-schedule onecycle (default {default})",
+                    type=positive_float),
+    EstimatorOption("--lr-schedule", "lr_schedule", "learning-rate schedule (default {default})",
+                    choices=("constant", "onecycle")),
     EstimatorOption("--batch-size", "batch_size", "measures per batch (default {default})", type=positive_int),
     EstimatorOption("--loss", "loss", "training loss (default {default}; mse needs targets paired point by point)",
                     choices=LOSS_NAMES),
@@ -79,35 +86,42 @@ ESTIMATOR_OPTIONS = (
                     "attend to a random subsample of at most N points of each measure (fresh each training step; "
                     "every point still gets its image), for ensembles of many thousand points "
                     "(default: the whole measure)", type=positive_int, metavar="N"),
-    EstimatorOption("--seed", "random_state", "seed of the initial weights and shuffling (default 0)", type=int,
+    EstimatorOption("--seed", "random_state", "seed of the initial weights and shuffling (default 0)", type=seed,
                     default=0),
     EstimatorOption("--device", "device", "auto, cpu, cuda or cuda:N (default: auto)", type=device),
 )
 
 
-def add_estimator_options(group):
-    """Add every option of :data:`ESTIMATOR_OPTIONS`.
+def add_estimator_options(group, *, leave_out=(), defaults=None):
+    """Add the options of :data:`ESTIMATOR_OPTIONS`.
 
     Parameters
     ----------
     group : argparse.ArgumentParser or argument group
         Where the options go.
+    leave_out : tuple of str, default=()
+        The parameters whose options the command does not offer (those it sets itself).
+    defaults : dict or None, default=None
+        The defaults the help shows, by parameter, where the command's differ
+        from :data:`~._names.ESTIMATOR_DEFAULTS`.
     """
+    shown = {**ESTIMATOR_DEFAULTS, **(defaults or {})}
     for option in ESTIMATOR_OPTIONS:
-        group.add_argument(option.flag, dest=option.dest, type=option.type, choices=option.choices,
-                           metavar=option.metavar, default=None,
-                           help=option.help.format(default=ESTIMATOR_DEFAULTS[option.parameter]))
+        if option.parameter not in leave_out:
+            group.add_argument(option.flag, dest=option.dest, type=option.type, choices=option.choices,
+                               metavar=option.metavar, default=None,
+                               help=option.help.format(default=shown[option.parameter]))
 
 
-def estimator_params(args, parser):
-    """The estimator parameters the options set, each checked against the estimator's constraint.
+def estimator_params(args, *, leave_out=()):
+    """The estimator parameters the options given set (argparse has checked each value against its domain).
 
     Parameters
     ----------
     args : argparse.Namespace
         The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser.
+    leave_out : tuple of str, default=()
+        Parameters whose options the command does not offer.
 
     Returns
     -------
@@ -115,20 +129,13 @@ def estimator_params(args, parser):
         Keyword arguments of :class:`~sklearn_measattn.MeasureTransformerRegressor`;
         parameters whose option is not given (and has no default) are left out.
     """
-    from .._param_validation import InvalidParameterError, validate_parameter_constraints
-    from ..estimator import MeasureTransformerRegressor
-
-    constraints = MeasureTransformerRegressor._parameter_constraints
     params = {}
     for option in ESTIMATOR_OPTIONS:
+        if option.parameter in leave_out:
+            continue
         given = getattr(args, option.dest)
         value = option.default if given is None else option.aliases.get(given, given)
         if given is None and value is None:
             continue
-        try:
-            validate_parameter_constraints({option.parameter: constraints[option.parameter]},
-                                           {option.parameter: value}, caller_name=MeasureTransformerRegressor.__name__)
-        except InvalidParameterError as exc:
-            option_error(parser, option.flag, exc)
         params[option.parameter] = value
     return params

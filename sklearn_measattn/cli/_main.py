@@ -6,8 +6,22 @@ kernel and transform on a benchmark, or with ``--data`` on your own measures,
 and prints held-out metrics with a collapse verdict; ``measattn ess`` prints
 the attention effective sample size of each kernel on simulated tails, without
 training; ``measattn fit`` trains a model on your measures and saves it, and
-``measattn predict`` applies a saved model. Each command lives in its own
-module, which adds its parser and names the function that runs it.
+``measattn predict`` applies a saved model.
+
+Each command lives in its own module, which follows one protocol (its two
+functions' docstrings say only what is their own):
+
+- ``add_parser(subparsers)`` adds the command's parser to ``subparsers`` (what
+  ``ArgumentParser.add_subparsers`` returned), sets ``run`` as the function
+  that runs it, and returns the parser;
+- ``run(args, parser)`` runs the command on the parsed command line ``args``
+  and returns the exit code 0. A usage error, or a value the library refuses
+  before any work, exits through ``parser`` with code 2 (argparse's usage
+  errors); a training or prediction that fails once running exits with code 1
+  (:func:`~._report.fail`).
+
+:func:`build_parser` also sets ``command_parser``, the command's own parser,
+which :func:`main` hands to ``run``.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ TAILS = ("gaussian", "student_t", "pareto")
 BENCHMARK_NAMES = ("matrix_inverse", "sheared_swap")
 #: The keys of :data:`sklearn_measattn.losses.LOSSES`: the training losses.
 LOSS_NAMES = ("energy", "sliced", "sinkhorn", "mse", "quantile")
-#: The defaults of :class:`~sklearn_measattn.MeasureTransformerRegressor` that ``measattn fit --help`` shows.
+#: The defaults of :class:`~sklearn_measattn.MeasureTransformerRegressor` that ``measattn fit --help`` shows
+#: (one for each option of the estimator option table).
 ESTIMATOR_DEFAULTS = {
     "kernel": "log",
     "transform": None,
@@ -41,6 +42,7 @@ ESTIMATOR_DEFAULTS = {
     "n_layers": 2,
     "dim_feedforward": 128,
     "lr": 0.001,
+    "lr_schedule": "constant",
     "batch_size": 32,
     "loss": "energy",
     "context_size": None,

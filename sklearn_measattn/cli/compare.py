@@ -3,9 +3,11 @@
 On a benchmark, sized by a preset that explicit options override, or with
 ``--data FILE --y FILE`` on the user's own measures. The work is done by
 :func:`~sklearn_measattn.experiments.compare_kernels` and
-:func:`~sklearn_measattn.experiments.compare_kernels_on_data`; the verdict
-by :func:`~sklearn_measattn.experiments.recommend`. The experiments are
-imported when the command runs, not for ``--help``.
+:func:`~sklearn_measattn.experiments.compare_kernels_on_data`, handed a
+template estimator built from the preset and the options of the estimator
+option table (:mod:`._estimator_options`, shared with ``measattn fit``); the
+verdict by :func:`~sklearn_measattn.experiments.recommend`. The experiments
+are imported when the command runs, not for ``--help``.
 """
 
 from __future__ import annotations
@@ -17,21 +19,16 @@ import os
 import textwrap
 import time
 
-from ._arguments import (
-    DEFAULT_KERNELS,
-    add_group_column_option,
-    add_loader_options,
-    device,
-    positive_float,
-    positive_int,
-)
+from ._arguments import DEFAULT_KERNELS, add_group_column_option, add_loader_options, positive_float, positive_int
+from ._estimator_options import add_estimator_options, estimator_params
 from ._files import check_outputs, load_pair
 from ._names import ALL_KERNEL_NAMES, BENCHMARK_NAMES, TAILS
 from ._report import elapsed, say
 
 __all__ = ["PRESETS", "add_parser", "report", "run", "seeds_from_args"]
 
-# Sizes of the presets; explicit command-line options override them.
+# Sizes of the presets, and the estimator parameters of their template ("estimator"); explicit command-line
+# options override them.
 PRESETS = {
     # Three seeds in under 4 minutes on a 2-core CPU (two fits at a time), in the
     # regime where softmax collapses (Pareto tails of index 0.7: infinite mean)
@@ -41,20 +38,23 @@ PRESETS = {
     # benchmarks/RESULTS.md.
     "default": {
         "task": "matrix_inverse", "tail": "pareto", "tail_index": 0.7, "n_samples": 512,
-        "n_points": 128, "n_test": 64, "epochs": 16, "seeds": [0, 1, 2], "d_model": 32, "n_heads": 4,
-        "n_layers": 2, "dim_feedforward": 64, "lr": 4e-3, "lr_schedule": "onecycle", "batch_size": 16,
+        "n_points": 128, "n_test": 64, "seeds": [0, 1, 2],
+        "estimator": {"max_epochs": 16, "d_model": 32, "n_heads": 4, "n_layers": 2, "dim_feedforward": 64,
+                      "lr": 4e-3, "lr_schedule": "onecycle", "batch_size": 16},
     },
     # Larger sizes, meant for a GPU.
     "paper": {
         "task": "matrix_inverse", "tail": "student_t", "tail_index": 1.5, "n_samples": 1024,
-        "n_points": 512, "n_test": 128, "epochs": 200, "seeds": [0, 1, 2], "d_model": 64,
-        "n_heads": 4, "n_layers": 2, "dim_feedforward": 128, "lr": 1e-3, "lr_schedule": "constant", "batch_size": 32,
+        "n_points": 512, "n_test": 128, "seeds": [0, 1, 2],
+        "estimator": {"max_epochs": 200, "d_model": 64, "n_heads": 4, "n_layers": 2, "dim_feedforward": 128,
+                      "lr": 1e-3, "lr_schedule": "constant", "batch_size": 32},
     },
     # Tiny sizes for tests and smoke runs (seconds).
     "quick": {
         "task": "matrix_inverse", "tail": "student_t", "tail_index": 1.5, "n_samples": 12,
-        "n_points": 16, "n_test": 6, "epochs": 2, "seeds": [0], "d_model": 8, "n_heads": 2,
-        "n_layers": 1, "dim_feedforward": 16, "lr": 2e-3, "lr_schedule": "constant", "batch_size": 4,
+        "n_points": 16, "n_test": 6, "seeds": [0],
+        "estimator": {"max_epochs": 2, "d_model": 8, "n_heads": 2, "n_layers": 1, "dim_feedforward": 16,
+                      "lr": 2e-3, "lr_schedule": "constant", "batch_size": 4},
     },
 }
 
@@ -63,9 +63,8 @@ _TRANSFORMS = ("none", "symlog")
 _BENCHMARK_OPTIONS = ("task", "tail", "tail_index", "n_samples", "n_points", "n_test")
 # Options that say how to read --data and --y, meaningless on a benchmark.
 _DATA_OPTIONS = ("y", "y_key", "y_feature_columns", "key", "feature_columns", "group_column")
-# The preset entries that set the training, passed on to the comparison.
-_TRAINING_KEYS = ("epochs", "seeds", "d_model", "n_heads", "n_layers", "dim_feedforward", "lr", "lr_schedule",
-                  "batch_size")
+# The estimator parameters each fit of the comparison sets itself: no option of the table for them.
+_VARIED = ("kernel", "transform", "random_state")
 
 
 def _test_size(text):
@@ -116,18 +115,7 @@ def seeds_from_args(values):
 
 
 def add_parser(subparsers):
-    """Add ``measattn compare`` to the subcommands.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The command's parser, which runs :func:`run`.
-    """
+    """Add ``measattn compare`` to ``subparsers``; return its parser (the command protocol is in :mod:`._main`)."""
     d = PRESETS["default"]
     cmp_ = subparsers.add_parser(
         "compare",
@@ -169,20 +157,11 @@ def add_parser(subparsers):
                       help=f"attention kernels, from {', '.join(ALL_KERNEL_NAMES)} (default: {' '.join(DEFAULT_KERNELS)})")
     cmp_.add_argument("--transforms", nargs="+", choices=_TRANSFORMS, default=list(_TRANSFORMS),
                       metavar="TRANSFORM", help="data transforms: none, symlog (default: both)")
-    cmp_.add_argument("--epochs", type=positive_int, default=None, help=f"training epochs (default {d['epochs']})")
     cmp_.add_argument("--seeds", nargs="+", default=None, metavar="SEED",
                       help="a count N (seeds 0..N-1) or a list of seeds, e.g. --seeds 0 5 9 or --seeds 7, "
                            f"(default {len(d['seeds'])} seed{'s' if len(d['seeds']) > 1 else ''})")
-    cmp_.add_argument("--d-model", type=positive_int, default=None, help=f"model width (default {d['d_model']})")
-    cmp_.add_argument("--n-heads", type=positive_int, default=None, help=f"attention heads (default {d['n_heads']})")
-    cmp_.add_argument("--n-layers", type=positive_int, default=None, help=f"blocks (default {d['n_layers']})")
-    cmp_.add_argument("--lr", type=positive_float, default=None,
-                      help=f"learning rate, the peak with --lr-schedule onecycle (default {d['lr']})")
-    cmp_.add_argument("--lr-schedule", choices=("constant", "onecycle"), default=None,
-                      help=f"learning-rate schedule (default {d['lr_schedule']})")
-    cmp_.add_argument("--batch-size", type=positive_int, default=None,
-                      help=f"measures per batch (default {d['batch_size']})")
-    cmp_.add_argument("--device", type=device, default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
+    add_estimator_options(cmp_.add_argument_group("the model of every fit (the preset's unless given)"),
+                          leave_out=_VARIED, defaults=d["estimator"])
     cmp_.add_argument("--n-jobs", type=positive_int, default=None,
                       help="parallel fits, joblib processes (default: one per available CPU core, at most one per "
                            "fit); the results do not depend on it")
@@ -219,6 +198,7 @@ def _resolve_config(args, parser):
     for key, value in preset.items():
         given = getattr(args, key, None)
         config[key] = value if given is None else given
+    config["estimator"] = {**preset["estimator"], **estimator_params(args, leave_out=_VARIED)}
     if args.seeds is not None:
         try:
             config["seeds"] = seeds_from_args(args.seeds)
@@ -226,8 +206,9 @@ def _resolve_config(args, parser):
             parser.error(str(exc))
     if args.data is None and config["n_test"] < 3:
         parser.error(f"--n-test must be >= 3 (the across-sample correlation ranks measures), got {config['n_test']}")
-    if config["d_model"] % config["n_heads"]:
-        parser.error(f"--n-heads {config['n_heads']} must divide --d-model {config['d_model']}")
+    model = config["estimator"]
+    if model["d_model"] % model["n_heads"]:  # before the benchmark or any file is read
+        parser.error(f"--n-heads {model['n_heads']} must divide --d-model {model['d_model']}")
     return config
 
 
@@ -239,11 +220,12 @@ def _available_cores():
 
 
 def _settings(config, args, n_fits):
+    from .. import MeasureTransformerRegressor
     from ..experiments import print_progress
 
-    settings = {key: config[key] for key in _TRAINING_KEYS}
+    settings = {"seeds": config["seeds"], "estimator": MeasureTransformerRegressor(**config["estimator"])}
     n_jobs = args.n_jobs if args.n_jobs is not None else max(1, min(_available_cores(), n_fits))
-    settings.update(device=args.device, n_jobs=n_jobs, torch_threads=args.threads,
+    settings.update(n_jobs=n_jobs, torch_threads=args.threads,
                     progress=None if args.quiet else print_progress, return_examples=True)
     return settings
 
@@ -277,17 +259,7 @@ def report(summary, title, *, judge=True):
 def run(args, parser):
     """Run ``measattn compare``: on a benchmark, or on the user's measures with ``--data``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser, for usage errors.
-
-    Returns
-    -------
-    code : int
-        0; errors exit through ``parser`` with code 2.
+    The command protocol (arguments, exit codes) is in :mod:`._main`.
     """
     from ..experiments import ROW_FIELDS, compare_kernels, compare_kernels_on_data, summarize, write_csv
 
@@ -299,7 +271,7 @@ def run(args, parser):
     kernels = list(dict.fromkeys(args.kernels))
     n_fits = len(kernels) * len(transforms) * len(config["seeds"])
     settings = _settings(config, args, n_fits)
-    fit_text = f"{config['epochs']} epochs, seeds {', '.join(map(str, config['seeds']))}"
+    fit_text = f"{config['estimator']['max_epochs']} epochs, seeds {', '.join(map(str, config['seeds']))}"
     if args.data is not None:
         X, y, read = load_pair(args, parser)
         n_samples = len(X)

@@ -31,18 +31,7 @@ def _n_tail(text):
 
 
 def add_parser(subparsers):
-    """Add ``measattn diagnose`` to the subcommands.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The command's parser, which runs :func:`run`.
-    """
+    """Add ``measattn diagnose`` to ``subparsers``; return its parser (the command protocol is in :mod:`._main`)."""
     diag = subparsers.add_parser(
         "diagnose",
         help="estimate the tails of your measures and recommend a kernel and transform (seconds, no training)",
@@ -89,17 +78,7 @@ def _feature_names(args):
 def run(args, parser):
     """Run ``measattn diagnose FILE``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser, for usage errors.
-
-    Returns
-    -------
-    code : int
-        0; errors exit through ``parser`` with code 2.
+    The command protocol (arguments, exit codes) is in :mod:`._main`.
     """
     from ..experiments import diagnose_measures, format_diagnosis, write_csv
 

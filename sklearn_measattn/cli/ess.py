@@ -21,18 +21,7 @@ _KERNELS = (*KERNEL_NAMES, *SPARSE_KERNEL_NAMES)
 
 
 def add_parser(subparsers):
-    """Add ``measattn ess`` to the subcommands.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The command's parser, which runs :func:`run`.
-    """
+    """Add ``measattn ess`` to ``subparsers``; return its parser (the command protocol is in :mod:`._main`)."""
     ess = subparsers.add_parser(
         "ess",
         help="how much of each ensemble each kernel's attention uses, on simulated tails (no training)",
@@ -59,17 +48,7 @@ def add_parser(subparsers):
 def run(args, parser):
     """Run ``measattn ess``: attention ESS / n per kernel, tail and ensemble size.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser, for usage errors.
-
-    Returns
-    -------
-    code : int
-        0; errors exit through ``parser`` with code 2.
+    The command protocol (arguments, exit codes) is in :mod:`._main`.
     """
     from ..experiments import attention_ess_table, format_number, format_table, write_csv
 

@@ -11,11 +11,10 @@ torch, skorch and the estimator are imported when the command runs, not for
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
-from ._arguments import add_group_column_option, add_loader_options, positive_int
+from ._arguments import accepted_by, add_group_column_option, add_loader_options, positive_int
 from ._estimator_options import add_estimator_options, estimator_params
 from ._files import check_outputs, load_pair
 from ._report import describe_measures, describe_training, fail, say
@@ -32,26 +31,11 @@ def _checkpoint_dir(text):
     """A ``--checkpoint`` directory the estimator can write to, checked as the command line is read."""
     from .._training import check_checkpoint_dir
 
-    try:
-        check_checkpoint_dir(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return accepted_by(check_checkpoint_dir, text)
 
 
 def add_parser(subparsers):
-    """Add ``measattn fit`` to the subcommands.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The command's parser, which runs :func:`run`.
-    """
+    """Add ``measattn fit`` to ``subparsers``; return its parser (the command protocol is in :mod:`._main`)."""
     fit = subparsers.add_parser(
         "fit",
         help="train a model on your measures and save it (then apply it with measattn predict)",
@@ -87,26 +71,15 @@ def add_parser(subparsers):
 def run(args, parser):
     """Run ``measattn fit``: check, load, train, save.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser, for usage errors.
-
-    Returns
-    -------
-    code : int
-        0; errors exit through ``parser`` (2 for usage, 1 for a failed training).
+    A failed training exits with code 1; the command protocol (arguments, exit codes) is in :mod:`._main`.
     """
     import torch
 
-    from .._model_files import save_model
-    from ..estimator import MeasureTransformerRegressor
+    from .. import MeasureTransformerRegressor, save_model
     from ..experiments import format_number
     from ._epoch_progress import EpochProgress
 
-    params = estimator_params(args, parser)
+    params = estimator_params(args)
     check_outputs(parser, save=args.save)
     if os.path.splitext(args.save)[1].lower() in _PICKLE_SUFFIXES:
         parser.error(f"--save {args.save!r}: measattn fit saves a safetensors model file (data only, safe to "

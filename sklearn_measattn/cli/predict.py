@@ -24,18 +24,7 @@ _OUTPUT_FORMATS = (".npy", ".npz")
 
 
 def add_parser(subparsers):
-    """Add ``measattn predict`` to the subcommands.
-
-    Parameters
-    ----------
-    subparsers : argparse._SubParsersAction
-        What ``ArgumentParser.add_subparsers`` returned.
-
-    Returns
-    -------
-    parser : argparse.ArgumentParser
-        The command's parser, which runs :func:`run`.
-    """
+    """Add ``measattn predict`` to ``subparsers``; return its parser (the command protocol is in :mod:`._main`)."""
     pred = subparsers.add_parser(
         "predict",
         help="apply a saved model: predicted measures, or the images of query points (--points)",
@@ -72,9 +61,8 @@ def add_parser(subparsers):
 def _load_model(parser, path, *, allow_pickle):
     import joblib
 
-    from .._model_files import load_model
+    from .. import MeasureTransformerRegressor, load_model
     from .._persistence import is_pickle_like
-    from ..estimator import MeasureTransformerRegressor
 
     if not os.path.isfile(path):
         parser.error(f"MODEL {path!r}: no such file")
@@ -137,17 +125,7 @@ def _check_output(parser, args, ragged, with_points):
 def run(args, parser):
     """Run ``measattn predict MODEL``: check, load, predict or transport, write.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The parsed command line.
-    parser : argparse.ArgumentParser
-        The command's parser, for usage errors.
-
-    Returns
-    -------
-    code : int
-        0; errors exit through ``parser`` (2 for usage, 1 for a failed prediction).
+    A failed prediction exits with code 1; the command protocol (arguments, exit codes) is in :mod:`._main`.
     """
     import numpy as np
 

@@ -21,10 +21,10 @@ import numpy as np
 from joblib import Parallel, delayed
 from sklearn.model_selection import train_test_split
 
+from .._param_validation import validate_parameter_constraints
 from .._threads import torch_threads
-from .._validation import check_measures
+from .._validation import Described, NumberInterval, check_measures
 from ..datasets import load_benchmark, sample_target_law
-from ..estimator import MeasureTransformerRegressor
 from ..metrics import (
     REFERENCE_NAMES,
     across_sample_correlation,
@@ -36,6 +36,7 @@ from ..metrics import (
     wasserstein_distance,
 )
 from ._report import format_number
+from ._template import DEPRECATED, check_kernels, experiment_estimator, fit_estimator
 
 __all__ = ["ROW_FIELDS", "compare_kernels", "compare_kernels_on_data", "print_progress"]
 
@@ -51,6 +52,12 @@ ROW_FIELDS = (
     "corr_scale", "corr_location", "collapse_attention", "collapse_within", "collapse_across",
     "collapsed", "learned", "energy_vs_baseline", "fit_time",
 )
+
+_COMPARE_CONSTRAINTS = {
+    "n_test": [NumberInterval(numbers.Integral, 3, None, closed="left",
+                              why="the across-sample correlation ranks the held-out measures")],
+    "inspect": [Described(callable, "a callable inspect(model, X_test) -> dict"), None],
+}
 
 # Seeds of the held-out measures and of the oracle's fresh draws, apart from the training seeds.
 _TEST_SEED_OFFSET, _ORACLE_SEED_OFFSET = 1_000_003, 2_000_003
@@ -95,20 +102,20 @@ def _take(X, indices):
     return [X[i] for i in indices]
 
 
-def _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads, inspect=None):
-    """Train one model on ``train = (X, y)``, score it on ``test``; return ``(row, example or None)``."""
+# Defaults of the comparisons' template where they differ from the estimator's: smaller, shorter fits.
+_COMPARE_DEFAULTS = {"max_epochs": 40, "d_model": 32, "dim_feedforward": 64, "batch_size": 16}
+
+
+def _fit_and_score(row, train, test, model, keep_example, n_threads, inspect=None):
+    """Train ``model`` (unfitted) on ``train = (X, y)``, score it on ``test``; return ``(row, example or None)``."""
     with torch_threads(n_threads):
-        return _fit_and_score_inner(dict(row), train, test, kernel, transform, seed, model_params, keep_example,
-                                    inspect)
+        return _fit_and_score_inner(dict(row), train, test, model, keep_example, inspect)
 
 
-def _fit_and_score_inner(row, train, test, kernel, transform, seed, model_params, keep_example, inspect=None):
-    row.update(kernel=kernel, transform=_transform_name(transform), seed=seed,
-               epochs=model_params["max_epochs"], d_model=model_params["d_model"])
-    model = MeasureTransformerRegressor(
-        kernel=kernel, transform=None if transform in (None, "none") else transform, random_state=seed,
-        **model_params,
-    )
+def _fit_and_score_inner(row, train, test, model, keep_example, inspect=None):
+    row.update(kernel=model.kernel, transform=_transform_name(model.transform), seed=model.random_state,
+               epochs=model.max_epochs, d_model=model.d_model)
+    seed = model.random_state
     start = time.perf_counter()
     try:
         model.fit(*train)
@@ -198,11 +205,10 @@ def _benchmark_data(task, data_params, n_test, seed):
     return row, train, test
 
 
-def _benchmark_fit(task, data_params, n_test, kernel, transform, seed, model_params, keep_example, n_threads,
-                   inspect=None):
-    row, train, test = _benchmark_data(task, data_params, n_test, seed)
-    return _fit_and_score(row, (train.data, train.target), (test.data, test.target), kernel, transform, seed,
-                          model_params, keep_example, n_threads, inspect)
+def _benchmark_fit(task, data_params, n_test, model, keep_example, n_threads, inspect=None):
+    row, train, test = _benchmark_data(task, data_params, n_test, model.random_state)
+    return _fit_and_score(row, (train.data, train.target), (test.data, test.target), model, keep_example,
+                          n_threads, inspect)
 
 
 def _benchmark_references(task, data_params, n_test, seed):
@@ -219,31 +225,14 @@ def _split(name, X, y, test_size, seed):
     return row, (_take(X, train_idx), _take(y, train_idx)), (_take(X, test_idx), _take(y, test_idx))
 
 
-def _split_fit(name, X, y, test_size, kernel, transform, seed, model_params, keep_example, n_threads):
-    row, train, test = _split(name, X, y, test_size, seed)
-    return _fit_and_score(row, train, test, kernel, transform, seed, model_params, keep_example, n_threads)
+def _split_fit(name, X, y, test_size, model, keep_example, n_threads):
+    row, train, test = _split(name, X, y, test_size, model.random_state)
+    return _fit_and_score(row, train, test, model, keep_example, n_threads)
 
 
 def _split_references(name, X, y, test_size, seed):
     row, train, test = _split(name, X, y, test_size, seed)
     return _reference_rows(row, train, test, seed)
-
-
-def _model_params(kernels, transforms, *, epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size,
-                  device, kernel_params=None, lr_schedule="constant"):
-    """The estimator's parameters, checked (kernel names included) before any fit."""
-    model_params = {
-        "d_model": d_model, "n_heads": n_heads, "n_layers": n_layers, "dim_feedforward": dim_feedforward,
-        "lr": lr, "lr_schedule": lr_schedule, "batch_size": batch_size, "max_epochs": epochs, "device": device,
-    }
-    if kernel_params is not None:
-        model_params["kernel_params"] = kernel_params
-    for kernel in kernels:
-        for transform in transforms:
-            MeasureTransformerRegressor(
-                kernel=kernel, transform=None if transform in (None, "none") else transform, **model_params
-            )._check_params()
-    return model_params
 
 
 def _progress_line(done, total, row):
@@ -299,16 +288,8 @@ def compare_kernels(
     n_samples=128,
     n_points=64,
     n_test=64,
-    epochs=40,
     seeds=(0,),
-    d_model=32,
-    n_heads=4,
-    n_layers=2,
-    dim_feedforward=64,
-    lr=1e-3,
-    lr_schedule="constant",
-    batch_size=16,
-    device="auto",
+    estimator=None,
     n_jobs=1,
     torch_threads=None,
     progress=None,
@@ -316,6 +297,15 @@ def compare_kernels(
     kernel_params=None,
     benchmark_params=None,
     inspect=None,
+    epochs=DEPRECATED,
+    d_model=DEPRECATED,
+    n_heads=DEPRECATED,
+    n_layers=DEPRECATED,
+    dim_feedforward=DEPRECATED,
+    lr=DEPRECATED,
+    lr_schedule=DEPRECATED,
+    batch_size=DEPRECATED,
+    device=DEPRECATED,
 ):
     """Train one :class:`~sklearn_measattn.MeasureTransformerRegressor` per kernel, transform and seed on a benchmark.
 
@@ -326,6 +316,10 @@ def compare_kernels(
     W1 (exact up to 512 points, sliced above), the spread ratio (median and
     mean over measures) and the across-sample correlations of scale and
     location, and judged by :func:`~sklearn_measattn.metrics.collapse_verdict`.
+
+    Each model is a clone of ``estimator`` (the template) with the kernel,
+    transform and seed of its fit set; every other hyper-parameter, the
+    number of epochs included, is the template's.
 
     Beside the fits, every seed gets the rows of three predictions that need
     no model, scored with the same columns (``kernel`` names them,
@@ -357,12 +351,14 @@ def compare_kernels(
         Points per measure.
     n_test : int, default=64
         Held-out measures (>= 3).
-    epochs : int, default=40
-        Training epochs (no early stopping).
     seeds : sequence of int, default=(0,)
         One run per seed.
-    d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device
-        Passed to the estimator.
+    estimator : MeasureTransformerRegressor or None, default=None
+        The template of every fit, cloned with ``kernel``, ``transform`` and
+        ``random_state`` set (and ``kernel_params``, when given). ``None``
+        means ``MeasureTransformerRegressor(max_epochs=40, d_model=32,
+        dim_feedforward=64, batch_size=16)``: a shorter, smaller fit than the
+        estimator's defaults.
     n_jobs : int, default=1
         joblib workers over fits.
     torch_threads : int or None, default=None
@@ -389,6 +385,10 @@ def compare_kernels(
         ``inspect(model, X_test)`` returns a dict of extra columns for each
         fit's row, computed on the fitted model and the held-out input
         measures (a module-level function when ``n_jobs > 1``).
+    epochs, d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device : deprecated
+        Set them on ``estimator`` instead (``epochs`` is its ``max_epochs``);
+        passed here they build the template, with a ``FutureWarning``, and
+        they cannot be combined with ``estimator``.
 
     Returns
     -------
@@ -400,14 +400,16 @@ def compare_kernels(
 
     Examples
     --------
+    >>> from sklearn_measattn import MeasureTransformerRegressor
     >>> from sklearn_measattn.experiments import compare_kernels
+    >>> template = MeasureTransformerRegressor(max_epochs=1, d_model=8, n_heads=2, batch_size=16)
     >>> rows = compare_kernels(kernels=["log"], transforms=[None], n_samples=8,
-    ...                        n_points=16, n_test=4, epochs=1, d_model=8, n_heads=2)
+    ...                        n_points=16, n_test=4, estimator=template)
     >>> [(row["kernel"], row["status"]) for row in rows]
     [('log', 'ok'), ('pooled', 'ok'), ('identity', 'ok'), ('oracle', 'ok')]
     """
-    if int(n_test) < 3:
-        raise ValueError(f"n_test must be >= 3 (the across-sample correlation ranks measures), got {n_test}.")
+    validate_parameter_constraints(_COMPARE_CONSTRAINTS, {"n_test": n_test, "inspect": inspect},
+                                   caller_name="compare_kernels")
     data_params = {"n_samples": n_samples, "n_points": n_points, "tail": tail, "tail_index": tail_index}
     if benchmark_params is not None:
         if not isinstance(benchmark_params, dict) or set(benchmark_params) & set(data_params):
@@ -416,17 +418,16 @@ def compare_kernels(
                 f"which are parameters of their own), got {benchmark_params!r}."
             )
         data_params.update(benchmark_params)
-    if inspect is not None and not callable(inspect):
-        raise ValueError(f"inspect must be a callable inspect(model, X_test) -> dict or None, got {inspect!r}.")
     # Validate data parameters once, cheaply, before launching any fit.
     load_benchmark(task, **dict(data_params, n_samples=1, n_points=2), random_state=0)
-    model_params = _model_params(kernels, transforms, epochs=epochs, d_model=d_model, n_heads=n_heads,
-                                 n_layers=n_layers, dim_feedforward=dim_feedforward, lr=lr, batch_size=batch_size,
-                                 device=device, kernel_params=kernel_params, lr_schedule=lr_schedule)
+    template = experiment_estimator(estimator, locals(), defaults=_COMPARE_DEFAULTS, caller="compare_kernels")
+    check_kernels(template, kernels, kernel_params)
     seeds = list(seeds)
     n_threads = torch_threads if torch_threads is not None else 1
     calls = [
-        delayed(_benchmark_fit)(task, data_params, n_test, kernel, transform, seed, model_params,
+        delayed(_benchmark_fit)(task, data_params, n_test,
+                                fit_estimator(template, kernel=kernel, transform=transform, seed=seed,
+                                              kernel_params=kernel_params),
                                 return_examples and seed == seeds[0], n_threads, inspect)
         for seed in seeds for kernel in kernels for transform in transforms
     ]
@@ -442,20 +443,21 @@ def compare_kernels_on_data(
     transforms=(None, "symlog"),
     test_size=0.25,
     name="data",
-    epochs=40,
     seeds=(0,),
-    d_model=32,
-    n_heads=4,
-    n_layers=2,
-    dim_feedforward=64,
-    lr=1e-3,
-    lr_schedule="constant",
-    batch_size=16,
-    device="auto",
+    estimator=None,
     n_jobs=1,
     torch_threads=None,
     progress=None,
     return_examples=False,
+    epochs=DEPRECATED,
+    d_model=DEPRECATED,
+    n_heads=DEPRECATED,
+    n_layers=DEPRECATED,
+    dim_feedforward=DEPRECATED,
+    lr=DEPRECATED,
+    lr_schedule=DEPRECATED,
+    batch_size=DEPRECATED,
+    device=DEPRECATED,
 ):
     """Train one model per kernel, transform and seed on your measures; score on held-out ones.
 
@@ -483,9 +485,10 @@ def compare_kernels_on_data(
         measures are held out and at least 2 are left for training.
     name : str, default="data"
         Written in the ``task`` column of the rows and in progress lines.
-    epochs, seeds, d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device, n_jobs, \
-torch_threads, progress, return_examples
+    seeds, estimator, n_jobs, torch_threads, progress, return_examples
         As in :func:`compare_kernels`.
+    epochs, d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device : deprecated
+        As in :func:`compare_kernels`: set them on ``estimator`` instead.
 
     Returns
     -------
@@ -500,17 +503,19 @@ torch_threads, progress, return_examples
     ------
     ValueError
         For invalid measures, ``X`` and ``y`` of different lengths, a split that
-        leaves fewer than 3 held-out or 2 training measures, or invalid model
-        parameters; all before any training.
+        leaves fewer than 3 held-out or 2 training measures, or an unknown
+        kernel, before any training; for invalid parameters of the template,
+        when the first fit checks them.
 
     Examples
     --------
     >>> import numpy as np
+    >>> from sklearn_measattn import MeasureTransformerRegressor
     >>> from sklearn_measattn.experiments import compare_kernels_on_data
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_t(3, size=(12, 16, 2))
-    >>> rows = compare_kernels_on_data(X, 2.0 * X, kernels=["log"], transforms=["symlog"], epochs=1,
-    ...                                d_model=8, n_heads=2, n_layers=1)
+    >>> template = MeasureTransformerRegressor(max_epochs=1, d_model=8, n_heads=2, n_layers=1, batch_size=16)
+    >>> rows = compare_kernels_on_data(X, 2.0 * X, kernels=["log"], transforms=["symlog"], estimator=template)
     >>> rows[0]["n_samples"], rows[0]["n_test"], rows[0]["status"]
     (9, 3, 'ok')
     >>> [row["kernel"] for row in rows[1:]]
@@ -536,13 +541,13 @@ torch_threads, progress, return_examples
             "for training; the comparison needs at least 3 held-out measures (their predictions are ranked) "
             "and 2 for training. Pass more measures or change test_size."
         )
-    model_params = _model_params(kernels, transforms, epochs=epochs, d_model=d_model, n_heads=n_heads,
-                                 n_layers=n_layers, dim_feedforward=dim_feedforward, lr=lr, batch_size=batch_size,
-                                 device=device, lr_schedule=lr_schedule)
+    template = experiment_estimator(estimator, locals(), defaults=_COMPARE_DEFAULTS, caller="compare_kernels_on_data")
+    check_kernels(template, kernels)
     seeds = list(seeds)
     n_threads = torch_threads if torch_threads is not None else 1
     calls = [
-        delayed(_split_fit)(str(name), X, y, n_test, kernel, transform, seed, model_params,
+        delayed(_split_fit)(str(name), X, y, n_test,
+                            fit_estimator(template, kernel=kernel, transform=transform, seed=seed),
                             return_examples and seed == seeds[0], n_threads)
         for seed in seeds for kernel in kernels for transform in transforms
     ]

@@ -226,76 +226,126 @@ def _tails_phrase(tails):
     return f"have tail index about {format_number(alpha)}"
 
 
-def _recommend(within, across, basis, kernels):
-    """``(kernel, transform, reason)`` from the tail estimates and the measured ESS; the rule is in the docstring
-    of :func:`diagnose_measures`."""
-    tails = across if basis == "across samples" else within
-    alpha, lower, upper = tails.norm
-    light = bool(tails.light_tailed[-1])
+@dataclass(frozen=True)
+class _Reading:
+    """What the recommendation rules read: the tails it rests on and the kernels assessed on the data."""
+
+    tails: object  # the TailIndexEstimate the recommendation rests on
+    within: object  # the tails within ensembles
+    across: object  # the tails across samples, or None
+    basis: str  # "within ensembles" or "across samples"
+    kernels: list  # the kernels' rows, full-support ones only when any
+    healthy: list  # kernels whose integrals converge and whose ESS is healthy, slowest growth last
+    softmax: dict | None  # softmax's row, when assessed
+
+
+def _reading(within, across, basis, kernels):
     # Bounded-support kernels are assessed and listed, but recommended only when nothing else was asked for:
     # their weights vanish below a threshold, which on heavy tails puts the weight on the top scores.
-    full = [k for k in kernels if k.get("support", "full") == "full"]
-    kernels = full or kernels
-    interval = f"{format_number(lower)}-{format_number(upper)}"
+    kernels = [k for k in kernels if k.get("support", "full") == "full"] or kernels
     healthy = [k for k in kernels if k["integrals"] == "converge" and k["ess_none"] >= ATTENTION_ESS_THRESHOLD]
     healthy.sort(key=lambda k: _GROWTH_ORDER.get(k["growth"], len(_GROWTH_ORDER)))
-    softmax = next((k for k in kernels if k["kernel"] == "softmax"), None)
-    if light and healthy:
-        best = healthy[0]
-        every = len(healthy) == len(kernels)
-        if basis == "across samples":
-            where = "Your measures' medians have light tails across samples"
-            other = "no reading within ensembles"
-        else:
-            where = "Your points have light tails within ensembles"
-            other = ("too few measures to estimate the tails across samples" if across is None
-                     else "across samples the measures' medians show no heavy tail either")
-        reason = (
-            f"{where} (tail index estimate {format_number(alpha)}, no sign of a power law; {other}), so "
-            + ("every kernel's attention integrals converge and every kernel is fine. " if every else
-               "the attention integrals converge. ")
-            + f"Use kernel={best['kernel']!r} without a transform: it keeps {_percent(best['ess_none'])} of the "
-            "points in play" + (", and softmax is the standard, fastest choice." if best["kernel"] == "softmax" else ".")
-        )
-        return best["kernel"], None, reason
-    level = f"{int(100 * tails.confidence)}%"
-    if basis == "across samples":
-        heavy = (f"Your measures have heavy tails across samples: their medians, one per measure, have tail index "
-                 f"about {format_number(alpha)} ({level} interval {interval}), so {_moments(alpha)} for the shifts of "
-                 f"whole measures, while within ensembles the points {_tails_phrase(within)}")
+    return _Reading(
+        tails=across if basis == "across samples" else within, within=within, across=across, basis=basis,
+        kernels=kernels, healthy=healthy, softmax=next((k for k in kernels if k["kernel"] == "softmax"), None),
+    )
+
+
+def _light_tails_rule(reading):
+    """Light tails and a healthy kernel: the fastest-growing healthy kernel (softmax first), no transform."""
+    if not (reading.tails.light_tailed[-1] and reading.healthy):
+        return None
+    best = reading.healthy[0]
+    if reading.basis == "across samples":
+        where = "Your measures' medians have light tails across samples"
+        other = "no reading within ensembles"
     else:
-        heavy = (f"Your points have heavy tails within ensembles: tail index about {format_number(alpha)} ({level} "
-                 f"interval {interval}), so {_moments(alpha)}")
-    if softmax is not None and basis == "across samples":
-        heavy += (f"; within each ensemble, centred on its median, softmax attention effectively uses "
-                  f"{_percent(softmax['ess_none'])} of the points, and a far shift of a whole measure scales its "
-                  "attention scores and concentrates it further")
-    elif softmax is not None:
-        heavy += (f"; softmax attention on your data effectively uses only {_percent(softmax['ess_none'])} of "
-                  "the points")
-    heavy += ". "
-    transform = "symlog" if lower <= SYMLOG_BELOW_TAIL_INDEX else None
-    if healthy:
-        best = healthy[0]
-        reason = heavy + (
-            f"Use kernel={best['kernel']!r}" + (" with transform='symlog'" if transform else " without a transform")
-            + f": its integrals converge at these tails and it keeps {_percent(best['ess_none'])} of the points in play"
-            + ("; symlog puts the data on a logarithmic scale, where losses and scores stay finite." if transform
-               else ".")
-        )
-        return best["kernel"], transform, reason
-    known = [k for k in kernels if k["min_tail_index"] is not None and np.isfinite(k["min_tail_index"])]
-    pool = known or kernels
-    if known:
-        slowest = min(k["min_tail_index"] for k in known)
-        pool = [k for k in known if k["min_tail_index"] == slowest]
-    best = max(pool, key=lambda k: k["ess_symlog"] if np.isfinite(k["ess_symlog"]) else -1.0)
-    reason = heavy + (
+        where = "Your points have light tails within ensembles"
+        other = ("too few measures to estimate the tails across samples" if reading.across is None
+                 else "across samples the measures' medians show no heavy tail either")
+    every = len(reading.healthy) == len(reading.kernels)
+    reason = (
+        f"{where} (tail index estimate {format_number(reading.tails.norm[0])}, no sign of a power law; {other}), so "
+        + ("every kernel's attention integrals converge and every kernel is fine. " if every else
+           "the attention integrals converge. ")
+        + f"Use kernel={best['kernel']!r} without a transform: it keeps {_percent(best['ess_none'])} of the "
+        "points in play" + (", and softmax is the standard, fastest choice." if best["kernel"] == "softmax" else ".")
+    )
+    return best["kernel"], None, reason
+
+
+def _converging_kernel_rule(reading):
+    """Heavy tails, but a kernel whose integrals converge there: that kernel, with symlog below index 2."""
+    if not reading.healthy:
+        return None
+    best = reading.healthy[0]
+    transform = "symlog" if reading.tails.norm[1] <= SYMLOG_BELOW_TAIL_INDEX else None
+    reason = _heavy_tails_text(reading) + (
+        f"Use kernel={best['kernel']!r}" + (" with transform='symlog'" if transform else " without a transform")
+        + f": its integrals converge at these tails and it keeps {_percent(best['ess_none'])} of the points in play"
+        + ("; symlog puts the data on a logarithmic scale, where losses and scores stay finite." if transform
+           else ".")
+    )
+    return best["kernel"], transform, reason
+
+
+def _symlog_rule(reading):
+    """No kernel converges: symlog, with the slowest-growing kernel (the most points in play after symlog)."""
+    best = _slowest_kernel(reading.kernels)
+    reason = _heavy_tails_text(reading) + (
         f"No kernel's integrals converge this far out, so use transform='symlog', which compresses the tails to a "
         f"logarithmic scale, with kernel={best['kernel']!r}, whose weights grow slowest and keep "
         f"{_percent(best['ess_symlog'])} of the points in play after symlog."
     )
     return best["kernel"], "symlog", reason
+
+
+#: The recommendation is the advice of the first rule that gives one (the last always does).
+_RULES = (_light_tails_rule, _converging_kernel_rule, _symlog_rule)
+
+
+def _recommend(within, across, basis, kernels):
+    """``(kernel, transform, reason)`` from the tail estimates and the measured ESS: the first of :data:`_RULES`
+    that applies; the rule is in the docstring of :func:`diagnose_measures`."""
+    reading = _reading(within, across, basis, kernels)
+    for rule in _RULES:
+        advice = rule(reading)
+        if advice is not None:
+            return advice
+    raise AssertionError("the last rule always applies")
+
+
+def _heavy_tails_text(reading):
+    """The first sentence of a heavy-tail recommendation: where the tails are heavy, and softmax's ESS."""
+    alpha, lower, upper = reading.tails.norm
+    level = f"{int(100 * reading.tails.confidence)}%"
+    interval = f"{format_number(lower)}-{format_number(upper)}"
+    if reading.basis == "across samples":
+        text = (f"Your measures have heavy tails across samples: their medians, one per measure, have tail index "
+                f"about {format_number(alpha)} ({level} interval {interval}), so {_moments(alpha)} for the shifts of "
+                f"whole measures, while within ensembles the points {_tails_phrase(reading.within)}")
+    else:
+        text = (f"Your points have heavy tails within ensembles: tail index about {format_number(alpha)} ({level} "
+                f"interval {interval}), so {_moments(alpha)}")
+    softmax = reading.softmax
+    if softmax is not None and reading.basis == "across samples":
+        text += (f"; within each ensemble, centred on its median, softmax attention effectively uses "
+                 f"{_percent(softmax['ess_none'])} of the points, and a far shift of a whole measure scales its "
+                 "attention scores and concentrates it further")
+    elif softmax is not None:
+        text += (f"; softmax attention on your data effectively uses only {_percent(softmax['ess_none'])} of "
+                 "the points")
+    return text + ". "
+
+
+def _slowest_kernel(kernels):
+    """Among the kernels of the slowest known growth (all, if none is known), the best ESS after symlog."""
+    known = [k for k in kernels if k["min_tail_index"] is not None and np.isfinite(k["min_tail_index"])]
+    pool = known or kernels
+    if known:
+        slowest = min(k["min_tail_index"] for k in known)
+        pool = [k for k in known if k["min_tail_index"] == slowest]
+    return max(pool, key=lambda k: k["ess_symlog"] if np.isfinite(k["ess_symlog"]) else -1.0)
 
 
 # Not skipped as nested: get_kernel checks each of ``kernels``.

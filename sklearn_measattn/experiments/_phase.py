@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import json
 import math
-import numbers
+from numbers import Integral, Real
 
 import numpy as np
 
+from .._param_validation import validate_parameter_constraints
+from .._validation import Choices, Described, NumberInterval
 from ..datasets import load_benchmark
 from ..kernels import get_kernel
 from ..preprocessing import symlog
 from ._compare import compare_kernels
 from ._report import format_number
+from ._template import DEPRECATED, experiment_estimator
 
 __all__ = [
     "PHASE_KERNELS",
@@ -58,37 +61,42 @@ PHASE_FIELDS = (
 )
 
 
-def _check_choices(values, choices, name):
-    values = [values] if isinstance(values, str) else list(values)
-    unknown = [v for v in values if v not in choices]
-    if unknown or not values:
-        raise ValueError(f"{name} must be a non-empty sequence drawn from {list(choices)}, got {values!r}.")
-    return values
+class _NonEmptySequenceOf(Described):
+    """A constraint: a non-empty sequence (a lone string or number is one item) of items that each satisfy one
+    of ``items`` (constraint objects)."""
+
+    def __init__(self, *items):
+        super().__init__(list, f"a non-empty sequence of items each {' or '.join(map(str, items))}")
+        self.items = items
+
+    def is_satisfied_by(self, val):
+        values = _as_list(val)
+        return bool(values) and all(any(item.is_satisfied_by(v) for item in self.items) for v in values)
 
 
-def _check_tails(tail_indices):
-    tails = []
-    for value in ([tail_indices] if isinstance(tail_indices, (str, numbers.Real)) else list(tail_indices)):
-        if value == "gaussian":
-            tails.append(("gaussian", math.nan))
-        elif (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
-              and value > 0):
-            tails.append(("pareto", float(value)))
-        else:
-            raise ValueError(
-                f"tail_indices must hold positive finite Pareto tail indices or 'gaussian' (the light-tailed "
-                f"control), got {value!r}."
-            )
-    if not tails:
-        raise ValueError("tail_indices is empty; give at least one tail index or 'gaussian'.")
-    return tails
+def _as_list(values):
+    if isinstance(values, (str, Real)):
+        return [values]
+    try:
+        return list(values)
+    except TypeError:
+        return []
 
 
-def _check_seeds(seeds):
-    seeds = list(seeds)
-    if not seeds or not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) and s >= 0 for s in seeds):
-        raise ValueError(f"seeds must be a non-empty sequence of non-negative integers, got {seeds!r}.")
-    return [int(s) for s in seeds]
+# Defaults of the phase diagram's template where they differ from the estimator's: small, short fits on the CPU.
+_PHASE_DEFAULTS = {"max_epochs": 30, "d_model": 16, "n_heads": 2, "dim_feedforward": 32, "lr": 3e-3,
+                   "batch_size": 16, "device": "cpu"}
+_TAIL_INDEX = NumberInterval(Real, 0, math.inf, closed="neither", why="a Pareto tail index")
+_INTEGRAL = Choices(("values", "weights"))
+_PHASE_CONSTRAINTS = {
+    "tasks": [_NonEmptySequenceOf(Choices(_TASKS))],
+    "kernels": [_NonEmptySequenceOf(Choices(PHASE_KERNELS))],
+    "transforms": [_NonEmptySequenceOf(Choices(_TRANSFORMS))],
+    "tail_indices": [_NonEmptySequenceOf(_TAIL_INDEX, Choices(("gaussian",)))],
+    "seeds": [_NonEmptySequenceOf(NumberInterval(Integral, 0, None, closed="left"))],
+    "benchmark_params": [dict, None],
+    "on_row": [callable, None],
+}
 
 
 def _number(value):
@@ -179,9 +187,10 @@ def kernel_threshold(kernel, *, transform="none", learned_degree=None, integral=
     >>> kernel_threshold("poly2", integral="weights"), kernel_threshold("log", integral="weights")
     (2.0, 0.0)
     """
-    _check_choices([kernel], PHASE_KERNELS, "kernel")
-    _check_choices([transform], _TRANSFORMS, "transform")
-    _check_choices([integral], ("values", "weights"), "integral")
+    validate_parameter_constraints(
+        {"kernel": [Choices(PHASE_KERNELS)], "transform": [Choices(_TRANSFORMS)], "integral": [_INTEGRAL]},
+        {"kernel": kernel, "transform": transform, "integral": integral}, caller_name="kernel_threshold",
+    )
     name, params = PHASE_KERNELS[kernel]
     if transform == "symlog":
         return None if name == "softmax" else 0.0
@@ -230,19 +239,20 @@ def phase_diagram(
     n_samples=256,
     n_points=64,
     n_test=32,
-    epochs=30,
-    d_model=16,
-    n_heads=2,
-    n_layers=2,
-    dim_feedforward=32,
-    lr=3e-3,
-    batch_size=16,
-    device="cpu",
+    estimator=None,
     torch_threads=1,
     benchmark_params=None,
     skip=(),
     on_row=None,
     progress=None,
+    epochs=DEPRECATED,
+    d_model=DEPRECATED,
+    n_heads=DEPRECATED,
+    n_layers=DEPRECATED,
+    dim_feedforward=DEPRECATED,
+    lr=DEPRECATED,
+    batch_size=DEPRECATED,
+    device=DEPRECATED,
 ):
     """Fit every cell of the phase diagram (task x tail index x kernel x transform), one row per seed.
 
@@ -274,8 +284,15 @@ def phase_diagram(
         ``"gaussian"`` is the light-tailed control.
     seeds : sequence of int, default=(0, 1)
         One fit per seed (data, held-out data and weights).
-    n_samples, n_points, n_test, epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device, \
-torch_threads
+    n_samples, n_points, n_test
+        As in :func:`compare_kernels`.
+    estimator : MeasureTransformerRegressor or None, default=None
+        The template of every fit (as in :func:`compare_kernels`); its
+        ``max_epochs``, ``d_model``, ``n_heads`` and ``n_layers`` are
+        written in the rows (``epochs`` for the first). ``None`` means
+        ``MeasureTransformerRegressor(max_epochs=30, d_model=16, n_heads=2,
+        dim_feedforward=32, lr=3e-3, batch_size=16, device="cpu")``.
+    torch_threads : int or None, default=1
         As in :func:`compare_kernels`.
     benchmark_params : dict or None, default=None
         Further generator arguments (e.g. ``{"scale_range": (0.1, 10.0)}``
@@ -288,6 +305,9 @@ torch_threads
         to a CSV, so an interrupted run resumes).
     progress : callable or None, default=None
         Called with a one-line summary of each fit.
+    epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device : deprecated
+        Set them on ``estimator`` instead (``epochs`` is its ``max_epochs``);
+        passed here they build the template, with a ``FutureWarning``.
 
     Returns
     -------
@@ -302,37 +322,40 @@ torch_threads
 
     Examples
     --------
+    >>> from sklearn_measattn import MeasureTransformerRegressor
     >>> from sklearn_measattn.experiments import phase_diagram
+    >>> template = MeasureTransformerRegressor(max_epochs=1, d_model=8, n_heads=2, n_layers=1, device="cpu")
     >>> rows = phase_diagram(tasks=["sheared_swap"], kernels=["log"], transforms=["none"],
     ...                      tail_indices=[0.7], seeds=[0], n_samples=8, n_points=16, n_test=4,
-    ...                      epochs=1, d_model=8, n_heads=2, n_layers=1)
+    ...                      estimator=template)
     >>> row = rows[0]
     >>> row["kernel"], row["tail_index"], row["threshold"], len(row["hidden_similarity"]) > 2
     ('log', 0.7, 1.0, True)
     >>> phase_diagram(tasks=["sheared_swap"], kernels=["log"], tail_indices=[0.7], seeds=[0], skip=rows,
-    ...               transforms=["none"], n_samples=8, n_points=16, n_test=4, epochs=1, d_model=8,
-    ...               n_heads=2, n_layers=1)
+    ...               transforms=["none"], n_samples=8, n_points=16, n_test=4, estimator=template)
     []
     """
-    tasks = _check_choices(tasks, _TASKS, "tasks")
-    kernels = _check_choices(kernels, PHASE_KERNELS, "kernels")
-    transforms = _check_choices(transforms, _TRANSFORMS, "transforms")
-    tails = _check_tails(tail_indices)
-    seeds = _check_seeds(seeds)
-    if benchmark_params is not None and not isinstance(benchmark_params, dict):
-        raise ValueError(f"benchmark_params must be a dict or None, got {benchmark_params!r}.")
+    validate_parameter_constraints(
+        _PHASE_CONSTRAINTS,
+        {"tasks": tasks, "kernels": kernels, "transforms": transforms, "tail_indices": tail_indices,
+         "seeds": seeds, "benchmark_params": benchmark_params, "on_row": on_row},
+        caller_name="phase_diagram",
+    )
+    template = experiment_estimator(estimator, locals(), defaults=_PHASE_DEFAULTS, caller="phase_diagram")
+    tasks, kernels, transforms = _as_list(tasks), _as_list(kernels), _as_list(transforms)
+    tails = [("gaussian", math.nan) if value == "gaussian" else ("pareto", float(value))
+             for value in _as_list(tail_indices)]
+    seeds = [int(seed) for seed in _as_list(seeds)]
     extra = dict(benchmark_params or {})
     for task in tasks:  # generator arguments, checked cheaply before any fit
         try:
             load_benchmark(task, n_samples=1, n_points=2, **extra, random_state=0)
         except TypeError as exc:
             raise ValueError(f"benchmark_params {extra!r} do not fit the {task} benchmark: {exc}") from exc
-    if on_row is not None and not callable(on_row):
-        raise ValueError(f"on_row must be a callable or None, got {on_row!r}.")
     extra_text = json.dumps({k: list(v) if isinstance(v, tuple) else v for k, v in sorted(extra.items())}) \
         if extra else ""
-    sizes = {"n_samples": n_samples, "n_points": n_points, "n_test": n_test, "epochs": epochs, "d_model": d_model,
-             "n_heads": n_heads, "n_layers": n_layers}
+    sizes = {"n_samples": n_samples, "n_points": n_points, "n_test": n_test, "epochs": template.max_epochs,
+             "d_model": template.d_model, "n_heads": template.n_heads, "n_layers": template.n_layers}
     done = {phase_key(row) for row in skip}
     rows = []
     for task in tasks:
@@ -344,8 +367,7 @@ torch_threads
                                "transform": transform, "seed": seed, **sizes, "benchmark_params": extra_text}
                         if phase_key(row) in done:
                             continue
-                        row = _fit_cell(row, extra, dim_feedforward=dim_feedforward, lr=lr,
-                                        batch_size=batch_size, device=device, torch_threads=torch_threads)
+                        row = _fit_cell(row, extra, estimator=template, torch_threads=torch_threads)
                         rows.append(row)
                         if on_row is not None:
                             on_row(row)
@@ -354,14 +376,13 @@ torch_threads
     return rows
 
 
-def _fit_cell(row, extra, **model):
+def _fit_cell(row, extra, *, estimator, torch_threads):
     name, params = PHASE_KERNELS[row["kernel"]]
     fit, *references = compare_kernels(
         row["task"], kernels=[name], kernel_params=params, transforms=[row["transform"]],
         tail=row["tail"], tail_index=row["tail_index"] if row["tail"] == "pareto" else 1.0,
-        n_samples=row["n_samples"], n_points=row["n_points"], n_test=row["n_test"], epochs=row["epochs"],
-        seeds=[row["seed"]], d_model=row["d_model"], n_heads=row["n_heads"], n_layers=row["n_layers"],
-        benchmark_params=extra or None, inspect=_inspect_fit, **model,
+        n_samples=row["n_samples"], n_points=row["n_points"], n_test=row["n_test"], seeds=[row["seed"]],
+        estimator=estimator, torch_threads=torch_threads, benchmark_params=extra or None, inspect=_inspect_fit,
     )
     out = dict(row)
     for field in PHASE_FIELDS:
@@ -525,7 +546,7 @@ def phase_agreement(rows, *, integral="values"):
     >>> phase_agreement([row(0.7, False)], integral="weights")[-1]["agree"]  # log's weights always converge
     1
     """
-    _check_choices([integral], ("values", "weights"), "integral")
+    validate_parameter_constraints({"integral": [_INTEGRAL]}, {"integral": integral}, caller_name="phase_agreement")
     counts = {}
     order = []
     for cell in phase_cells(rows):

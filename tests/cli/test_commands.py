@@ -135,7 +135,7 @@ def test_every_choice_of_fit_is_one_the_estimator_takes():
     from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS
 
     options = [option for option in ESTIMATOR_OPTIONS if option.choices]
-    assert {option.parameter for option in options} == {"kernel", "transform", "loss"}
+    assert {option.parameter for option in options} == {"kernel", "transform", "loss", "lr_schedule"}
     for option in options:
         for choice in option.choices:
             MeasureTransformerRegressor(**{option.parameter: option.aliases.get(choice, choice)})._check_params()
@@ -596,3 +596,42 @@ def test_compare_and_ess_take_bounded_support_and_learnt_degree_kernels(tmp_path
     assert main(["ess", "--kernels", "sparsemax", "--n-points", "16", "--tails", "gaussian"]) == 0
     assert "sparsemax" in capsys.readouterr().out
     assert _exit_code(["ess", "--kernels", "learned_poly"]) == 2  # a random projection has no learnt degree
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--quick"], {"max_epochs": 2, "d_model": 8, "n_heads": 2, "n_layers": 1, "dim_feedforward": 16, "lr": 2e-3,
+                   "lr_schedule": "constant", "batch_size": 4, "loss": "energy", "device": "auto"}),
+    ([], {"max_epochs": 16, "d_model": 32, "n_heads": 4, "lr": 4e-3, "lr_schedule": "onecycle", "batch_size": 16}),
+    (["--quick", "--loss", "sliced", "--context-size", "8", "--epochs", "3", "--lr-schedule", "onecycle",
+      "--device", "cpu"],
+     {"loss": "sliced", "context_size": 8, "max_epochs": 3, "lr_schedule": "onecycle", "device": "cpu",
+      "d_model": 8}),
+])
+def test_compare_hands_the_experiments_a_template_from_the_preset_and_the_estimator_options(
+        argv, expected, monkeypatch, capsys):
+    """Every option of the estimator option table reaches compare's template, over the preset's value."""
+    from sklearn_measattn import MeasureTransformerRegressor, experiments
+
+    seen = {}
+
+    def fake(*args, estimator, **kwargs):
+        seen.update(estimator=estimator, kwargs=kwargs)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(experiments, "compare_kernels", fake)
+    assert _exit_code(["compare", "--kernels", "log", "--quiet", *argv]) == 2
+    assert "stop here" in capsys.readouterr().err
+    template = seen["estimator"]
+    assert isinstance(template, MeasureTransformerRegressor)
+    assert {name: template.get_params()[name] for name in expected} == expected
+    assert template.random_state is None and "seeds" in seen["kwargs"]  # the comparison seeds each fit
+
+
+def test_compare_offers_every_option_of_the_estimator_table_but_what_it_varies(capsys):
+    from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS
+
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    help_text = capsys.readouterr().out
+    offered = {option.parameter for option in ESTIMATOR_OPTIONS if f"{option.flag} " in help_text}
+    assert offered == {option.parameter for option in ESTIMATOR_OPTIONS} - {"kernel", "transform", "random_state"}

@@ -10,6 +10,7 @@ import time
 import joblib
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.__main__ import main
@@ -352,13 +353,16 @@ def test_fit_takes_every_kernel_name_the_library_takes():
     for kernel in ALL_KERNEL_NAMES:
         args = parser.parse_args(["fit", "--data", "X.npy", "--y", "y.npy", "--save", "m.safetensors",
                                   "--kernel", kernel])
-        assert estimator_params(args, parser)["kernel"] == kernel
+        assert estimator_params(args)["kernel"] == kernel
 
 
-@pytest.mark.parametrize("option, value, params", [("--seed", "-1", {"random_state": -1}),
-                                                   ("--device", "nonsense", {"device": "nonsense"})])
+@pytest.mark.parametrize("option, value, params, message", [
+    ("--seed", "-1", {"random_state": -1}, "expected a seed, an integer from 0 to 4294967295, got '-1'"),
+    ("--seed", str(2**32), {"random_state": 2**32}, "expected a seed"),
+    ("--device", "nonsense", {"device": "nonsense"}, None),  # None: the estimator's own message
+])
 def test_a_value_the_estimator_refuses_is_reported_naming_the_option_before_any_work(
-        option, value, params, files, tmp_path, capsys, monkeypatch):
+        option, value, params, message, files, tmp_path, capsys, monkeypatch):
     folder, X, y, _, _ = files
     with pytest.raises(ValueError) as api:
         MeasureTransformerRegressor(**params).fit(X, y)
@@ -366,8 +370,27 @@ def test_a_value_the_estimator_refuses_is_reported_naming_the_option_before_any_
     code, err = _exit(["fit", "--data", str(folder / "X.npy"), "--y", str(folder / "y.npy"), "--save",
                        str(tmp_path / "m.safetensors"), option, value], capsys)
     assert code == 2 and "usage:" in err
-    assert f"argument {option}: {api.value}" in err, err
+    assert f"argument {option}: {message or api.value}" in err, err
     assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_every_option_of_the_table_refuses_what_the_estimator_refuses():
+    """Each option's type or choices hold its parameter's domain: a value the option takes, the estimator
+    takes (checked by fitting nothing: the parameters are checked before the data)."""
+    import argparse
+
+    for option in ESTIMATOR_OPTIONS:
+        if option.choices:
+            continue  # the choices are checked against the estimator's in test_commands
+        for text in ("0", "-1", "1", "2.5", "nan", "inf", "abc", "cpu"):
+            try:
+                value = option.type(text)
+            except argparse.ArgumentTypeError:
+                continue
+            model = MeasureTransformerRegressor(**{option.parameter: value})
+            with pytest.raises((ValueError, TypeError)) as info:
+                model.fit(None, None)  # fit checks its parameters first: a valid one gets as far as the data
+            assert not isinstance(info.value, InvalidParameterError), (option.flag, text, info.value)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import pytest
 from sklearn.model_selection import train_test_split
 from sklearn.utils._param_validation import InvalidParameterError
 
+from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.datasets import make_matrix_inverse
 from sklearn_measattn.experiments import (
     LIGHT_TAIL_INDEX,
@@ -303,7 +304,7 @@ def test_diagnosis_bad_options(kwargs, match):
 @pytest.fixture(scope="module")
 def compare_params(tiny_network):
     """compare_kernels's settings for the tiny network: one epoch of batches of four."""
-    return {**tiny_network, "epochs": 1, "batch_size": 4}
+    return {"estimator": MeasureTransformerRegressor(**tiny_network, max_epochs=1, batch_size=4)}
 
 
 def test_compare_on_data_splits_measures_by_seed(compare_params):
@@ -594,7 +595,7 @@ def test_check_output_path_tries_the_write(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_study_in_parallel_gives_the_serial_table(tiny_network):
     params = dict(kernels=["softmax", "log"], transforms=[None], n_samples=8, n_points=12, n_test=3,
-                  epochs=1, **tiny_network, device="cpu")
+                  estimator=MeasureTransformerRegressor(max_epochs=1, **tiny_network, batch_size=16, device="cpu"))
     serial = compare_kernels(**params, n_jobs=1)
     parallel = compare_kernels(**params, n_jobs=2)
     varying = {"fit_time"}

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.experiments import (
     PHASE_FIELDS,
     PhaseDiagramDisplay,
@@ -19,7 +20,8 @@ from sklearn_measattn.experiments import (
     write_csv,
 )
 
-TINY = dict(n_samples=8, n_points=16, n_test=4, epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16)
+TINY_NETWORK = dict(max_epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, device="cpu")
+TINY = dict(n_samples=8, n_points=16, n_test=4, estimator=MeasureTransformerRegressor(**TINY_NETWORK))
 
 
 def _row(alpha, collapsed, *, kernel="log", transform="none", seed=0, task="matrix_inverse", ess=0.5, ratio=1.0,
@@ -115,7 +117,8 @@ def test_resuming_skips_rows_present(monkeypatch):
     again = phase_diagram(seeds=[0, 1], skip=as_text, on_row=written.append, **grid)
     assert calls == [0, 1]  # seed 0 was present, only seed 1 ran
     assert [r["seed"] for r in again] == [1] and written == again
-    other_size = phase_diagram(seeds=[0], skip=as_text, **dict(grid, epochs=2))
+    longer = MeasureTransformerRegressor(**dict(TINY_NETWORK, max_epochs=2))
+    other_size = phase_diagram(seeds=[0], skip=as_text, **dict(grid, estimator=longer))
     assert len(other_size) == 1  # another budget is another fit
 
 
