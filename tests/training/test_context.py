@@ -124,19 +124,20 @@ def test_a_model_trained_on_subsamples_predicts_on_whole_measures_without_contex
 
 def test_measures_with_many_query_points_go_through_in_fewer_per_pass(large, monkeypatch):
     import sklearn_measattn.inspection._transport as transport
+    from sklearn_measattn._training import FittedNetwork
 
     X, y = large
     model = _model(context_size=24).fit(X, y)
     expected = model.predict(X)
     seen = []
-    real_batches = transport.batches
+    real_batches = FittedNetwork.batches
 
-    def recording(model, batch_size, *arrays):
+    def recording(network, batch_size, *arrays):
         seen.append(batch_size)
-        return real_batches(model, batch_size, *arrays)
+        return real_batches(network, batch_size, *arrays)
 
     monkeypatch.setattr(transport, "QUERY_POINTS_PER_PASS", 200)  # 2 measures of 96 points per pass
-    monkeypatch.setattr(transport, "batches", recording)
+    monkeypatch.setattr(FittedNetwork, "batches", recording)
     np.testing.assert_array_equal(model.predict(X), expected)
     assert seen == [2]
     np.testing.assert_array_equal(model.transport(X, X, batch_size=10), expected)
