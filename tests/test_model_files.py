@@ -261,11 +261,11 @@ def test_a_file_from_another_minor_version_loads_with_a_warning(good_file, heavy
 
 @pytest.mark.slow
 def test_a_model_saved_for_cuda_loads_on_the_cpu_with_a_warning(heavy, tmp_path, monkeypatch):
-    import sklearn_measattn._persistence as persistence
+    import sklearn_measattn._model_files as model_files
 
     model = _fit(*heavy)
-    original = persistence.estimator_params_as_data
-    monkeypatch.setattr(persistence, "estimator_params_as_data",
+    original = model_files.estimator_params_as_data
+    monkeypatch.setattr(model_files, "estimator_params_as_data",
                         lambda estimator: {**original(estimator), "device": "cuda:3"})
     save_model(model, tmp_path / "m.safetensors")
     monkeypatch.undo()
