@@ -4,31 +4,30 @@ import os
 import warnings
 
 from ._persistence import (
-    fitted_state,
-    load_network,
+    estimator_params_as_data,
+    network_state,
     not_a_model_error,
     params_from_data,
     read_state,
-    restored_transforms,
     warn_other_version,
     write_state,
 )
-from ._training import build_net, freeze_params, resolve_device
-from .estimator import MeasureTransformerRegressor
+from ._training import resolve_device
+from .estimator import MeasureTransformerRegressor, fitted_network, restore_fitted
 
 
-def restore_fitted(estimator, tensors, metadata, *, device):
-    """Make ``estimator`` (built from the file's parameters) fitted with the file's network and transforms."""
-    net = build_net(estimator._net_params(), metadata["n_features_in"], metadata["n_features_out"], device,
-                    metadata["seed"])
-    net.initialize()
-    load_network(net, tensors, metadata)
-    estimator.net_ = net
-    estimator.transform_X_, estimator.transform_y_ = restored_transforms(tensors, metadata)
-    estimator.n_features_in_ = metadata["n_features_in"]
-    estimator.n_features_out_ = metadata["n_features_out"]
-    estimator._fitted_params = freeze_params(estimator.get_params(deep=False))
-    return estimator
+def fitted_state(estimator):
+    """``(tensors, metadata)`` of a fitted estimator: everything that predicts and reports as it does."""
+    network = fitted_network(estimator)
+    tensors, metadata = network_state(
+        network.net, params=estimator_params_as_data(estimator), transform_X=network.transform_X,
+        transform_y=network.transform_y, n_features_in=network.n_features_in,
+        n_features_out=network.n_features_out,
+    )
+    metadata["learned_kernel_params"] = {
+        key: value.tolist() for key, value in network.learned_kernel_params().items()
+    }
+    return tensors, metadata
 
 
 def _load_device(requested, saved):

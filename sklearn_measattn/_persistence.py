@@ -292,22 +292,6 @@ def network_state(net, *, params, transform_X, transform_y, n_features_in, n_fea
     return tensors, metadata
 
 
-def fitted_state(estimator):
-    """``(tensors, metadata)`` of a fitted estimator: everything that predicts and reports as it does."""
-    from sklearn.utils.validation import check_is_fitted
-
-    check_is_fitted(estimator, "net_")
-    tensors, metadata = network_state(
-        estimator.net_, params=estimator_params_as_data(estimator), transform_X=estimator.transform_X_,
-        transform_y=estimator.transform_y_, n_features_in=estimator.n_features_in_,
-        n_features_out=estimator.n_features_out_,
-    )
-    metadata["learned_kernel_params"] = {
-        key: value.tolist() for key, value in estimator.learned_kernel_params_.items()
-    }
-    return tensors, metadata
-
-
 def restored_transforms(tensors, metadata):
     """The fitted ``(transform_X, transform_y)`` a file holds."""
     return (_restored_transformer(metadata["transform_X"], tensors),

@@ -27,6 +27,9 @@ __all__ = [
     "check_point_weights",
     "check_measure_pair",
     "check_n_features",
+    "check_float32_range",
+    "check_paired_counts",
+    "check_validation_split",
     "combine_weights",
     "is_ragged",
     "NumberInterval",
@@ -264,6 +267,57 @@ def check_n_features(X, n_features_expected, *, input_name="X"):
         raise ValueError(
             f"{input_name} has {X.shape[-1]} features per point, but the estimator "
             f"was fitted with {n_features_expected}. Pass measures with {n_features_expected} features."
+        )
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_float32_range(X, input_name, transform):
+    """The network runs in float32: reject values it would turn into inf, before it does.
+
+    ``X`` is what the network would see (after the fitted ``transform``, the
+    estimator's parameter, named in the messages).
+    """
+    if not np.all(np.isfinite(X)):
+        kind = "NaN" if np.any(np.isnan(X)) else "inf"
+        raise ValueError(
+            f"transform={transform!r} produced {kind} values from the finite {input_name}; the "
+            "network needs finite inputs. Check the transformer on these data (e.g. a log of "
+            "negative values), or use transform='symlog', which is finite everywhere."
+        )
+    largest = float(np.max(np.abs(X))) if X.size else 0.0
+    if largest > _FLOAT32_MAX:
+        where = f"after transform={transform!r}, " if transform is not None else ""
+        raise ValueError(
+            f"{input_name} has values of magnitude up to {largest:.3g} {where}beyond the float32 range "
+            f"({_FLOAT32_MAX:.3g}) the network computes in. Use transform='symlog' (it maps 1e300 to "
+            "about 690) or rescale the data."
+        )
+
+
+def check_paired_counts(X, x_weights, y, y_weights):
+    """loss='mse' pairs the i-th output point with the i-th target point of each measure."""
+    x_counts = np.full(X.shape[0], X.shape[1]) if x_weights is None else (x_weights > 0).sum(axis=1)
+    y_counts = np.full(y.shape[0], y.shape[1]) if y_weights is None else (y_weights > 0).sum(axis=1)
+    differ = np.flatnonzero(x_counts != y_counts)
+    if differ.size:
+        i = int(differ[0])
+        raise ValueError(
+            f"loss='mse' needs paired targets with as many points as their inputs, but measure {i} "
+            f"has {x_counts[i]} input and {y_counts[i]} target points ({differ.size} measure(s) "
+            "differ); use loss='energy', 'sliced' or 'sinkhorn', which compare unpaired ensembles."
+        )
+
+
+def check_validation_split(n_samples, fraction):
+    """early_stopping needs at least one measure on each side of the split."""
+    n_valid = math.ceil(n_samples * fraction)
+    if n_samples * fraction < 1 or n_samples - n_valid < 1:
+        raise ValueError(
+            f"early_stopping with validation_fraction={fraction} splits {n_samples} measure(s) into "
+            f"{n_samples - n_valid} for training and {n_valid} held out; each side needs at least one. "
+            "Pass more measures or change validation_fraction."
         )
 
 

@@ -2,52 +2,37 @@
 
 from __future__ import annotations
 
-import os
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._param_validation import HasMethods, StrOptions
 from ._persistence import VersionStampMixin, estimator_params_as_data
-from ._training import (  # checkpoints
-    CheckpointEveryEpoch,
+from ._training import (
+    CheckpointPlan,
+    FittedNetwork,
     StopTraining,
-    announce_resume,
-    as_batch,
-    batches,
-    broadcast_seed,
-    build_net,
+    TrainingPlan,
     check_callbacks,
     check_checkpoint_dir,
-    check_float32_range,
-    check_paired_counts,
-    check_same_data,
-    check_validation_split,
-    checkpoint_path,
-    data_fingerprint,
-    distributed_device,
-    evaluation,
-    find_checkpoint,
-    fit_transform_points,
     freeze_params,
-    make_transform,
-    network_inputs,
+    prepare_training,
     probe_loss,
-    remove_stale_writes,
     resolve_device,
-    resumed_transforms,
+    restore_network,
     same_params,
-    targets_from_network,
-    train_net,
-    transform_points,
-    update_net,
 )
-from ._validation import NumberInterval, check_measures, check_n_features, is_ragged
+from ._validation import (
+    NumberInterval,
+    check_measures,
+    check_n_features,
+    check_paired_counts,
+    check_validation_split,
+    is_ragged,
+)
 from .attention import BACKENDS, resolve_backend
 from .inspection import trained_attention_ess, trained_attention_weights, trained_hidden_similarity, transport_points
 from .kernels import get_kernel
@@ -55,6 +40,8 @@ from .losses import get_loss
 from .metrics import SCORING_SPACES, energy_distance, to_space
 
 __all__ = ["MeasureTransformerRegressor", "StopTraining"]
+# (``fitted_network`` and ``restore_fitted`` below are for the package's other units: model files, the
+# learned analysis step.)
 
 _FITTED_ATTRIBUTES = ("net_", "transform_X_", "transform_y_", "n_features_in_", "n_features_out_")
 _POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
@@ -66,20 +53,6 @@ def _listed(names):
     """``a``, ``b`` and ``c``."""
     quoted = [f"``{name}``" for name in names]
     return ", ".join(quoted[:-1]) + " and " + quoted[-1] if len(quoted) > 1 else quoted[0]
-
-
-class _TrainingStart(NamedTuple):
-    """What training starts from: a fresh network and transforms, or the fitted ones (``resumed``)."""
-
-    net: object
-    transform_X: object
-    transform_y: object
-    inputs: dict
-    y_model: np.ndarray
-    n_features_in: int
-    n_features_out: int
-    resumed: bool
-    checkpoint: object = None  # (tensors, metadata) of the checkpoint a fresh fit resumes from
 
 
 class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimator):
@@ -473,15 +446,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         transforms, with the training parameters it now shows; see
         ``warm_start`` for which parameters may change between fits.
         """
-        config = self._check_params()
         continuing = self.warm_start and hasattr(self, "net_")
-        if continuing:
-            self._refuse_distributed_continuation()
-            self._refuse_checkpointed_continuation("a warm start")
-            self._check_fixed_since_fit(config["device"])
-        data = self._checked_data(X, y, fitted=continuing)
-        start = self._continued(data) if continuing else self._initialized(data, config)
-        return self._train(start, epochs=None)
+        return self._fit(X, y, continuing=continuing, continuation="a warm start" if continuing else None,
+                         epochs=None)
 
     def partial_fit(self, X, y):
         """Train for one more epoch (pass over ``X``), continuing from the fitted net.
@@ -526,15 +493,25 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         >>> len(model.history_)
         3
         """
-        config = self._check_params()
-        self._refuse_distributed_continuation()
-        self._refuse_checkpointed_continuation("partial_fit")
-        continuing = hasattr(self, "net_")
+        return self._fit(X, y, continuing=hasattr(self, "net_"), continuation="partial_fit", epochs=1)
+
+    def _fit(self, X, y, *, continuing, continuation, epochs):
+        """Check, then train for ``epochs`` (None: ``max_epochs``): the fitted network when ``continuing``,
+        else a fresh one. ``continuation`` names the call that continues (refused with distributed training
+        or a checkpoint), or is None. The estimator is fitted only if training ends."""
+        device = self._check_params()["device"]
+        if continuation is not None:
+            self._refuse_distributed_continuation()
+            self._refuse_checkpointed_continuation(continuation)
         if continuing:
-            self._check_fixed_since_fit(config["device"])
+            self._check_fixed_since_fit(device)
         data = self._checked_data(X, y, fitted=continuing)
-        start = self._continued(data) if continuing else self._initialized(data, config)
-        return self._train(start, epochs=1)
+        training = prepare_training(self._plan(device), data, network=self._network() if continuing else None)
+        params = freeze_params(self.get_params(deep=False))
+        # A failed fit leaves the estimator unfitted, never half-fitted.
+        self._forget_fit()
+        self._become_fitted(training.run(epochs=epochs), params)
+        return self
 
     def _refuse_distributed_continuation(self):
         if self.distributed:
@@ -571,88 +548,38 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         probe_loss(self.loss, self.loss_params or {}, y.shape[-1])
         return X, x_weights, y, y_weights
 
-    def _initialized(self, data, config):
-        """Fit the transforms on the checked ``data`` and build a fresh network."""
-        if self.distributed:
-            config["device"] = distributed_device(config["device"])
-        X, x_weights, y, y_weights = data
-        fingerprint = resume = None
-        if self.checkpoint_dir is not None:
-            fingerprint = data_fingerprint(X, x_weights, y, y_weights)
-            resume = find_checkpoint(self, fingerprint, free_to_change=self._free_on_resume)
-        if resume is None:
-            transform_X = make_transform(self.transform)
-            transform_y = make_transform(self.transform)
-            X_model = fit_transform_points(transform_X, X, x_weights)
-            y_model = fit_transform_points(transform_y, y, y_weights)
-        else:
-            transform_X, transform_y = resumed_transforms(resume)
-            X_model = transform_points(transform_X, X, "transform")
-            y_model = transform_points(transform_y, y, "transform")
-        check_float32_range(X_model, "X", self.transform)
-        check_float32_range(y_model, "y", self.transform)
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        if self.distributed:
-            check_same_data(X, y)
-            seed = broadcast_seed(seed)  # random_state=None draws one seed per process
+    def _plan(self, device):
+        """What to train, for the training home: see :class:`~._training.TrainingPlan`."""
         checkpoint = None
         if self.checkpoint_dir is not None:
-            if resume is not None:
-                seed = resume[1]["seed"]  # the resumed fit's streams, whatever random_state=None draws now
-            checkpoint = self._checkpoint_writer(transform_X, transform_y, X.shape[-1], y.shape[-1], fingerprint,
-                                                 resume)
-        net = build_net(self._net_params(), X.shape[-1], y.shape[-1], config["device"], seed,
-                        distributed=self.distributed, checkpoint=checkpoint)
-        inputs = as_batch(X_model, x_weights, y_weights)
-        return _TrainingStart(net, transform_X, transform_y, inputs, y_model, X.shape[-1], y.shape[-1],
-                              resumed=False, checkpoint=resume)
-
-    def _checkpoint_writer(self, transform_X, transform_y, n_features_in, n_features_out, fingerprint, resume):
-        """The callback that writes this fit's checkpoint every epoch (and restores ``resume``)."""
-        directory = os.fspath(self.checkpoint_dir)
-        path = checkpoint_path(directory)
-        writes = not (self.distributed and torch.distributed.get_rank() != 0)
-        if writes:
-            os.makedirs(directory, exist_ok=True)
-            remove_stale_writes(directory)
-        if resume is not None and writes:
-            announce_resume(path, resume[1], self.max_epochs)
-        record = {"params": estimator_params_as_data(self), "transform_X": transform_X, "transform_y": transform_y,
-                  "n_features_in": n_features_in, "n_features_out": n_features_out, "data": fingerprint}
-        return CheckpointEveryEpoch(path, record, resume=resume)
-
-    def _continued(self, data):
-        """Continue from the fitted network on the checked ``data``."""
-        X, x_weights, y, y_weights = data
-        X_model = transform_points(self.transform_X_, X, "transform")
-        y_model = transform_points(self.transform_y_, y, "transform")
-        check_float32_range(X_model, "X", self.transform)
-        check_float32_range(y_model, "y", self.transform)
-        inputs = as_batch(X_model, x_weights, y_weights)
-        return _TrainingStart(
-            self.net_, self.transform_X_, self.transform_y_, inputs, y_model, X.shape[-1], y.shape[-1], resumed=True
+            checkpoint = CheckpointPlan(self.checkpoint_dir, estimator_params_as_data(self), self._free_on_resume)
+        return TrainingPlan(
+            module_params=self._module_params(), net_params=self._net_params(), transform=self.transform,
+            random_state=self.random_state, device=device, distributed=self.distributed, checkpoint=checkpoint,
         )
 
-    def _train(self, start, *, epochs):
-        """Train ``start.net`` for ``epochs`` (``None``: ``max_epochs``); the estimator is fitted only if it ends."""
-        net = start.net
-        # A failed fit leaves the estimator unfitted, never half-fitted.
+    def _network(self):
+        """The fitted network, with what runs it (the batch size and context size the estimator shows now)."""
+        check_is_fitted(self, "net_")
+        return FittedNetwork(
+            self.net_, transform_X=self.transform_X_, transform_y=self.transform_y_,
+            n_features_in=self.n_features_in_, n_features_out=self.n_features_out_, transform=self.transform,
+            batch_size=self.batch_size, context_size=self.context_size, owner=type(self).__name__,
+        )
+
+    def _forget_fit(self):
         for attribute in (*_FITTED_ATTRIBUTES, "_fitted_params"):
             self.__dict__.pop(attribute, None)
-        params = freeze_params(self.get_params(deep=False))
-        if start.resumed:
-            update_net(net, self._net_params())
-        train_net(net, start.inputs, start.y_model.astype(np.float32), epochs=epochs, max_epochs=self.max_epochs,
-                  continued=start.resumed, resume=start.checkpoint)
-        # Only now, after training succeeded, does the estimator become fitted.
-        self.net_ = net
-        self.transform_X_ = start.transform_X
-        self.transform_y_ = start.transform_y
-        self.n_features_in_ = start.n_features_in
-        self.n_features_out_ = start.n_features_out
-        # The parameters this net was trained with, which a warm start compares against.
+
+    def _become_fitted(self, network, params):
+        """Hold ``network`` as the fitted one; ``params`` (frozen) are those it was trained with, which a
+        continued fit compares against."""
+        self.net_ = network.net
+        self.transform_X_ = network.transform_X
+        self.transform_y_ = network.transform_y
+        self.n_features_in_ = network.n_features_in
+        self.n_features_out_ = network.n_features_out
         self._fitted_params = params
-        return self
 
     @property
     def device_(self):
@@ -677,24 +604,30 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
                 "Set these back, or fit afresh with warm_start=False."
             )
 
-    def _net_params(self):
-        """The keyword arguments the training net is built from, and a continued fit updates it with.
+    def _module_params(self):
+        """The keyword arguments of the :class:`~sklearn_measattn.transformer.MeasureTransformer`, besides its
+        feature counts and seed: the one place where the estimator's parameters become the network's."""
+        return {
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+            "n_layers": self.n_layers,
+            "dim_feedforward": self.dim_feedforward,
+            "dropout": self.dropout,
+            "kernel": self.kernel,
+            "kernel_params": self.kernel_params,
+            "norm_first": self.norm == "pre",
+            "residual": self.residual,
+            "attention_backend": self.attention_backend,
+        }
 
-        skorch's own (the network's as ``module__*``, the loss's as
-        ``criterion__*``, the optimiser's) and the training options
-        ``callbacks``, ``lr_schedule``, ``early_stopping`` and ``context_size``.
+    def _net_params(self):
+        """The keyword arguments of the training net besides the network's, which a continued fit updates.
+
+        skorch's own (the loss's as ``criterion__*``, the optimiser's) and the
+        training options ``callbacks``, ``lr_schedule``, ``early_stopping`` and
+        ``context_size``.
         """
         return {
-            "module__d_model": self.d_model,
-            "module__n_heads": self.n_heads,
-            "module__n_layers": self.n_layers,
-            "module__dim_feedforward": self.dim_feedforward,
-            "module__dropout": self.dropout,
-            "module__kernel": self.kernel,
-            "module__kernel_params": self.kernel_params,
-            "module__norm_first": self.norm == "pre",
-            "module__residual": self.residual,
-            "module__attention_backend": self.attention_backend,
             "criterion__name": self.loss,
             **{f"criterion__{key}": value for key, value in (self.loss_params or {}).items()},
             "lr": self.lr,
@@ -761,7 +694,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         check_is_fitted(self, "net_")
         return self.net_.history
 
-    def predict(self, X):
+    def predict(self, X, *, batch_size=None):
         """Predict the output measure of each input measure.
 
         Parameters
@@ -769,6 +702,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         X : array-like of shape (n_samples, n_points, n_features_in) or list
             Input measures; ``n_points`` may differ from the training data. A
             list of 2-D arrays (ragged batch) gives a list of predictions.
+        batch_size : int, default=None
+            Measures per forward pass (default: the estimator's ``batch_size``;
+            the predictions do not depend on it).
 
         Returns
         -------
@@ -780,25 +716,23 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         ------
         ValueError
             On invalid measures (wrong rank, NaN/inf, empty, wrong
-            ``n_features``) or values beyond the float32 range of the network.
+            ``n_features``) or values beyond the float32 range of the network,
+            or a ``batch_size`` that is not a positive integer.
         FloatingPointError
             When the network's output is not finite (extreme inputs without
             ``transform="symlog"``); NaN is never returned.
         """
-        check_is_fitted(self, "net_")
+        network = self._network()
+        checked_batch_size = network.checked_batch_size(batch_size, method="predict")
         ragged = is_ragged(X)
         measures = X
-        X, x_weights, X_model = network_inputs(self, X)
+        X, x_weights, X_model = network.inputs(X)
         largest_measure = X.shape[1] if x_weights is None else int((x_weights > 0).sum(axis=1).max())
         if self.context_size is not None and largest_measure > self.context_size:
-            return transport_points(self, measures, measures)  # every point a query against a subsampled context
-        # The module itself, batch by batch: the net's evaluation loader may subsample (context_size in training).
-        with evaluation(self) as module:
-            y_model = np.concatenate([
-                module(xb, wb).cpu().numpy().astype(np.float64)
-                for _, _, (xb, wb) in batches(self, self.batch_size, X_model, x_weights)
-            ])
-        y_pred = targets_from_network(self, y_model, float(np.max(np.abs(X_model))))
+            # every point a query against a subsampled context
+            return transport_points(network, measures, measures, batch_size=batch_size)
+        y_model = network.outputs(X_model, x_weights, checked_batch_size)
+        y_pred = network.targets(y_model, float(np.max(np.abs(X_model))))
         if ragged:
             lengths = x_weights.sum(axis=1).astype(int) if x_weights is not None else [X.shape[1]] * len(X)
             return [y_pred[i, :n] for i, n in enumerate(lengths)]
@@ -861,7 +795,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         >>> bool(np.allclose(model.transport(X, X), model.predict(X), atol=1e-5))
         True
         """
-        return transport_points(self, X, points, batch_size=batch_size)
+        return transport_points(self._network(), X, points, batch_size=batch_size)
 
     def score(self, X, y, sample_weight=None):
         """Negative energy distance between predicted and target measures.
@@ -943,7 +877,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         True
         """
         return trained_attention_ess(
-            self, X, layer=layer, max_queries=max_queries, random_state=random_state, batch_size=batch_size
+            self._network(), X, layer=layer, max_queries=max_queries, random_state=random_state, batch_size=batch_size
         )
 
     def attention_weights(self, X, *, layer=0, batch_size=None):
@@ -988,7 +922,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         >>> bool(abs(W.sum(axis=-1) - 1).max() < 1e-12)
         True
         """
-        return trained_attention_weights(self, X, layer=layer, batch_size=batch_size)
+        return trained_attention_weights(self._network(), X, layer=layer, batch_size=batch_size)
 
     @property
     def learned_kernel_params_(self):
@@ -1012,12 +946,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         >>> bool((model.learned_kernel_params_["degree"] > 0).all())
         True
         """
-        check_is_fitted(self, "net_")
-        blocks = self.net_.module_.blocks
-        degrees = [block.attention.degree() for block in blocks]
-        if not degrees or degrees[0] is None:
-            return {}
-        return {"degree": np.stack([d.detach().cpu().double().numpy() for d in degrees])}
+        return self._network().learned_kernel_params()
 
     def hidden_similarity(self, X, *, batch_size=None):
         """How alike the hidden states of each measure are, after the embedding and each block.
@@ -1067,7 +996,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         >>> bool(np.all(np.abs(similarity) <= 1))
         True
         """
-        return trained_hidden_similarity(self, X, batch_size=batch_size)
+        return trained_hidden_similarity(self._network(), X, batch_size=batch_size)
 
     # -------------------------------------------------------------- helpers
     def _check_params(self):
@@ -1109,3 +1038,19 @@ def _with_continued_fit_rules(doc, rules):
 MeasureTransformerRegressor.__doc__ = _with_continued_fit_rules(
     MeasureTransformerRegressor.__doc__, MeasureTransformerRegressor._continued_fit
 )
+
+
+def fitted_network(estimator):
+    """The :class:`~._training.FittedNetwork` of a fitted ``estimator``: what runs, inspects or saves its network.
+
+    Raises ``NotFittedError`` when the estimator is not fitted.
+    """
+    return estimator._network()
+
+
+def restore_fitted(estimator, tensors, metadata, *, device):
+    """Make ``estimator`` (built with a model file's parameters) fitted with the file's network and transforms
+    (``(tensors, metadata)`` as read from the file), on ``device`` (resolved)."""
+    estimator._become_fitted(restore_network(estimator._plan(device), tensors, metadata),
+                             freeze_params(estimator.get_params(deep=False)))
+    return estimator

@@ -1,4 +1,4 @@
-"""Pointwise preprocessing of measures: the symmetric-log transform.
+"""Pointwise preprocessing of measures: the symmetric-log transform, and transforms applied point by point.
 
 Heavy-tailed measures (Student-t, Pareto) have a few points far out in the
 tails; ``symlog(x) = sign(x) * log1p(|x| / scale)`` compresses those tails to
@@ -14,7 +14,7 @@ import math
 from numbers import Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, clone
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._validation import NumberInterval, check_measures, is_ragged
@@ -279,3 +279,49 @@ class SymlogTransformer(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = self._validate_input(X, reset=False)
         return inverse_symlog(X, self.scale)
+
+
+# ----------------------------------------------------------------- transforms of measures, point by point
+# The estimator's ``transform`` parameter: a transformer fitted on the points of the measures (each point a row).
+def make_transform(transform):
+    """A fresh transformer for a ``transform`` parameter (None, "symlog" or a transformer)."""
+    if transform is None:
+        return None
+    if isinstance(transform, str):
+        if transform != "symlog":
+            raise ValueError(f"transform must be None, 'symlog' or a transformer object, got {transform!r}.")
+        return SymlogTransformer()
+    return clone(transform)
+
+
+def fit_transform_points(transformer, X, weights):
+    """Fit ``transformer`` on the real (positive-weight) points of ``X``; transform all of them."""
+    if transformer is None:
+        return X
+    points = X.reshape(-1, X.shape[-1]) if weights is None else X[weights > 0]
+    transformer.fit(points)
+    return transform_points(transformer, X, "transform")
+
+
+def transform_points(transformer, X, method):
+    """``transformer.<method>`` (``"transform"`` or ``"inverse_transform"``) applied to every point of ``X``.
+
+    ``X`` has shape ``(n_samples, n_points, n_features)``; the result is float64
+    of shape ``(n_samples, n_points, n_features_after)``. ``None`` is the identity.
+    """
+    if transformer is None:
+        return X
+    flat = getattr(transformer, method)(X.reshape(-1, X.shape[-1]))
+    return np.asarray(flat, dtype=np.float64).reshape(*X.shape[:2], -1)
+
+
+def map_points(transformer, X, method):
+    """:func:`transform_points` without the transformer's input checks where the map is known (symlog).
+
+    For inputs already checked: a fitted :class:`SymlogTransformer` is applied
+    as the function it is, which costs less than its checks on small inputs.
+    """
+    if type(transformer) is SymlogTransformer:
+        function = symlog if method == "transform" else inverse_symlog
+        return np.asarray(function(np.asarray(X, dtype=np.float64), transformer.scale), dtype=np.float64)
+    return transform_points(transformer, X, method)

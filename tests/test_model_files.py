@@ -261,11 +261,11 @@ def test_a_file_from_another_minor_version_loads_with_a_warning(good_file, heavy
 
 @pytest.mark.slow
 def test_a_model_saved_for_cuda_loads_on_the_cpu_with_a_warning(heavy, tmp_path, monkeypatch):
-    import sklearn_measattn._persistence as persistence
+    import sklearn_measattn._model_files as model_files
 
     model = _fit(*heavy)
-    original = persistence.estimator_params_as_data
-    monkeypatch.setattr(persistence, "estimator_params_as_data",
+    original = model_files.estimator_params_as_data
+    monkeypatch.setattr(model_files, "estimator_params_as_data",
                         lambda estimator: {**original(estimator), "device": "cuda:3"})
     save_model(model, tmp_path / "m.safetensors")
     monkeypatch.undo()
@@ -289,9 +289,10 @@ def test_a_header_length_that_starts_like_another_format_still_loads(leading_byt
     signature (a length of 0x1280 starts b"\x80", as every pickle does). Such a model file loads;
     a real pickle is still refused."""
     import sklearn_measattn._persistence as persistence
+    from sklearn_measattn._model_files import fitted_state
 
     model = _fit(*heavy)
-    tensors, metadata = persistence.fitted_state(model)
+    tensors, metadata = fitted_state(model)
     path = tmp_path / "m.safetensors"
     target = int.from_bytes(leading_bytes, "little")
     padding = 0
@@ -354,10 +355,10 @@ def test_a_model_file_with_changed_metadata_is_refused_as_damaged(good_file):
 def test_a_model_file_saved_without_a_digest_loads_without_a_warning(heavy, tmp_path, recwarn):
     from safetensors.torch import save
 
-    import sklearn_measattn._persistence as persistence
+    from sklearn_measattn._model_files import fitted_state
 
     model = _fit(*heavy, n_layers=1, max_epochs=1)
-    tensors, metadata = persistence.fitted_state(model)
+    tensors, metadata = fitted_state(model)
     path = tmp_path / "old.safetensors"  # written as save_model wrote files before it recorded a digest
     path.write_bytes(save(tensors, metadata={"format": "pt", "sklearn_measattn": json.dumps(metadata)}))
     assert "sklearn_measattn_sha256" not in _header(path.read_bytes())[1]["__metadata__"]

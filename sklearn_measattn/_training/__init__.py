@@ -1,103 +1,56 @@
-"""The training home: the skorch net and its callbacks, the checks that run before training,
-warm starts, checkpoints, context subsampling, distributed training and batched inference.
+"""The training home: it turns what an estimator asks for into a trained network, and runs it.
 
-The estimator owns its hyper-parameters; this package knows skorch and torch's
-training loop, and turns what the estimator gives it into a net.
+The estimator owns its hyper-parameters and says what to train in a
+:class:`TrainingPlan`; :func:`prepare_training` checks the data against it and
+:meth:`Training.run` trains, returning a :class:`FittedNetwork` (the network,
+its fitted transforms, feature counts, device, batch size and named random
+streams) through which inference, inspection, model files and checkpoints go.
+This package knows skorch and torch's training loop; it never reads the
+estimator.
+
+Inside: the net and its loop (``_net``), interrupts and non-finite values
+(``_guards``), callbacks and the learning-rate schedule (``_callbacks``), the
+loss probe (``_loss``), parameter snapshots (``_params``), random streams
+(``_streams``), the device (``_device``), checkpoints, context subsampling,
+data-parallel training and batched inference.
 """
 
-from ._checkpoint import (
-    CheckpointEveryEpoch,
-    announce_resume,
-    check_checkpoint_dir,
-    checkpoint_path,
-    data_fingerprint,
-    find_checkpoint,
-    remove_stale_writes,
-    resumed_transforms,
-)
-from ._context import ContextSubsample, subsampled_context
-from ._distributed import broadcast_seed, check_same_data, distributed_device
-from ._inference import (
-    batches,
-    evaluation,
-    inference_batch_size,
-    network_inputs,
-    normalized_point_weights,
-    targets_from_network,
-)
-from ._net import (
-    OneCycleSchedule,
-    StopTraining,
-    TrainingInterrupted,
-    as_batch,
-    build_net,
-    check_callbacks,
-    check_float32_range,
-    check_paired_counts,
-    check_validation_split,
-    finish_training,
-    fit_transform_points,
-    freeze_params,
-    make_transform,
-    probe_loss,
-    resolve_device,
-    restore_checkpoint,
-    same_params,
-    schedule_epochs,
-    train_net,
-    transform_points,
-    update_net,
-)
+from ..preprocessing import transform_points
+from ._callbacks import check_callbacks
+from ._checkpoint import check_checkpoint_dir
+from ._device import resolve_device
+from ._fit import CheckpointPlan, Training, TrainingPlan, prepare_training, restore_network
+from ._fitted import FittedNetwork
+from ._guards import StopTraining
+from ._inference import network_inputs, normalized_point_weights
+from ._loss import probe_loss
+from ._params import freeze_params, same_params
 
 __all__ = [
-    "announce_resume",
-    "as_batch",
-    "batches",
-    "broadcast_seed",
-    "build_net",
     "check_callbacks",
     "check_checkpoint_dir",
-    "check_float32_range",
-    "check_paired_counts",
-    "check_same_data",
-    "check_validation_split",
-    "checkpoint_path",
-    "CheckpointEveryEpoch",
-    "ContextSubsample",
-    "data_fingerprint",
-    "distributed_device",
-    "evaluation",
-    "find_checkpoint",
-    "finish_training",
-    "fit_transform_points",
+    "CheckpointPlan",
+    "FittedNetwork",
     "freeze_params",
-    "inference_batch_size",
-    "make_transform",
     "network_inputs",
     "normalized_point_weights",
-    "OneCycleSchedule",
+    "prepare_training",
     "probe_loss",
-    "remove_stale_writes",
     "resolve_device",
-    "restore_checkpoint",
-    "resumed_transforms",
+    "restore_network",
     "same_params",
-    "schedule_epochs",
     "StopTraining",
-    "subsampled_context",
-    "targets_from_network",
-    "TrainingInterrupted",
-    "train_net",
+    "Training",
+    "TrainingPlan",
     "transform_points",
-    "update_net",
 ]
 
 
 def __getattr__(name):
-    # Pickles of models fitted when training was a single module name its private
-    # classes (``_MeasureNet``, ``_StopOnNonFinite``, ...) at this path.
+    # Pickles of models fitted when training was a single module name the classes of their nets
+    # (``_MeasureNet``, ``_StopOnNonFinite``, ``OneCycleSchedule``, ...) at this path.
     from . import _net
 
-    if name.startswith("_") and hasattr(_net, name):
+    if name == "_MeasureNet" or name in {cls.__name__ for cls in _net._PICKLED_HERE}:
         return getattr(_net, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -26,7 +26,6 @@ from skorch.callbacks import Callback
 
 from .._persistence import (
     CHECKPOINT_FORMAT,
-    estimator_params_as_data,
     load_network,
     network_state,
     read_state,
@@ -34,8 +33,11 @@ from .._persistence import (
     write_state,
 )
 from ._context import ContextSubsample
+from ._distributed import is_first_process
 
 CHECKPOINT_FILE = "checkpoint.safetensors"
+
+
 def checkpoint_path(directory):
     """The checkpoint file in ``directory``."""
     return os.path.join(os.fspath(directory), CHECKPOINT_FILE)
@@ -65,15 +67,17 @@ def data_fingerprint(X, x_weights, y, y_weights):
     return {"X": digest(X, x_weights), "y": digest(y, y_weights)}
 
 
-def find_checkpoint(estimator, fingerprint, *, free_to_change):
-    """``(tensors, metadata)`` of the checkpoint of this fit in ``estimator.checkpoint_dir``, or None.
+def find_checkpoint(directory, params, fingerprint, *, free_to_change):
+    """``(tensors, metadata)`` of the checkpoint of this fit in ``directory``, or None.
 
-    A checkpoint of another fit (other parameters, except those named in
-    ``free_to_change``, or other data) raises a ``ValueError`` that names the
-    differences: a resume never mixes two fits. So does a damaged checkpoint
-    (its content differs from its recorded digest), before any of it is used.
+    ``params`` are the fit's parameters as data (as a checkpoint records them)
+    and ``fingerprint`` its data's :func:`data_fingerprint`. A checkpoint of
+    another fit (other parameters, except those named in ``free_to_change``,
+    or other data) raises a ``ValueError`` that names the differences: a
+    resume never mixes two fits. So does a damaged checkpoint (its content
+    differs from its recorded digest), before any of it is used.
     """
-    path = checkpoint_path(estimator.checkpoint_dir)
+    path = checkpoint_path(directory)
     if not os.path.exists(path):
         return None
     tensors, metadata = read_state(path, expected=CHECKPOINT_FORMAT)
@@ -81,7 +85,7 @@ def find_checkpoint(estimator, fingerprint, *, free_to_change):
     def comparable(params):
         return {name: value for name, value in params.items() if name not in free_to_change}
 
-    saved, now = comparable(metadata["params"]), comparable(estimator_params_as_data(estimator))
+    saved, now = comparable(metadata["params"]), comparable(params)
     differences = [f"{name}={saved.get(name)!r} in the checkpoint, {now.get(name)!r} now"
                    for name in sorted(set(saved) | set(now)) if saved.get(name) != now.get(name)]
     for name in ("X", "y"):
@@ -260,7 +264,7 @@ class CheckpointEveryEpoch(Callback):
         self._write(net, finished=True)
 
     def _write(self, net, *, finished):
-        if net.distributed and torch.distributed.get_rank() != 0:
+        if not is_first_process(net.distributed):
             return
         record = self.record
         tensors, metadata = network_state(
@@ -286,3 +290,21 @@ def resumed_transforms(resume):
     """The fitted transforms a checkpoint holds."""
     tensors, metadata = resume
     return restored_transforms(tensors, metadata)
+
+
+def checkpoint_writer(directory, record, *, resume, max_epochs, distributed):
+    """The callback that writes a fit's checkpoint in ``directory`` every epoch (and restores ``resume``).
+
+    ``record`` is what every checkpoint of the fit holds besides the training
+    state (``params``, ``transform_X``, ``transform_y``, ``n_features_in``,
+    ``n_features_out``, ``data``). The first process prepares the directory
+    and says when the fit resumes.
+    """
+    directory = os.fspath(directory)
+    path = checkpoint_path(directory)
+    if is_first_process(distributed):
+        os.makedirs(directory, exist_ok=True)
+        remove_stale_writes(directory)
+        if resume is not None:
+            announce_resume(path, resume[1], max_epochs)
+    return CheckpointEveryEpoch(path, record, resume=resume)

@@ -105,7 +105,7 @@ def broadcast_seed(seed):
     return int(value.item())
 
 
-def _data_fingerprint(X, y):
+def _data_checksums(X, y):
     """Sizes and sums that equal data give on every process (NaN-free: checked before)."""
     def parts(batch):
         measures = [np.asarray(m, dtype=np.float64) for m in batch]
@@ -116,7 +116,7 @@ def _data_fingerprint(X, y):
 
 def check_same_data(X, y):
     """Every process must pass the same measures: the shards are taken inside ``fit``."""
-    mine = _data_fingerprint(X, y)
+    mine = _data_checksums(X, y)
     lowest, highest = mine.clone(), mine.clone()
     dist.all_reduce(lowest, op=dist.ReduceOp.MIN)
     dist.all_reduce(highest, op=dist.ReduceOp.MAX)
@@ -126,6 +126,14 @@ def check_same_data(X, y):
             "single-process script loads it); fit splits the measures between the processes itself, each "
             "epoch. These processes passed different data."
         )
+
+
+def is_first_process(distributed):
+    """Whether this process speaks for the fit: always in one process, rank 0 in a data-parallel one.
+
+    The first process alone prints progress, announces a resume and writes checkpoints.
+    """
+    return not (distributed and dist.get_rank() != 0)
 
 
 def agree(ok):

@@ -155,9 +155,7 @@ def run(args, parser):
     start = time.perf_counter()
     try:
         if points is None:
-            if args.batch_size is not None:
-                model.set_params(batch_size=args.batch_size)  # predict runs batch_size measures per forward pass
-            result = model.predict(X)
+            result = model.predict(X, batch_size=args.batch_size)
         else:
             result = model.transport(X, points, batch_size=args.batch_size)
     except (ValueError, TypeError) as exc:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from sklearn.utils.validation import check_is_fitted
 
-from .._training import batches, evaluation, inference_batch_size, network_inputs, normalized_point_weights
+from .._training import normalized_point_weights
 
 __all__ = ["mean_pairwise_cosine", "trained_hidden_similarity"]
 
@@ -36,18 +35,18 @@ def mean_pairwise_cosine(hidden, a):
     return torch.where(pair_mass > 1e-12, similarity, torch.full_like(similarity, float("nan")))
 
 
-def trained_hidden_similarity(model, X, *, batch_size=None):
-    """Mean pairwise cosine similarity per measure and depth, shape (n_samples, n_layers + 1).
+def trained_hidden_similarity(network, X, *, batch_size=None):
+    """Mean pairwise cosine similarity per measure and depth, shape (n_samples, n_layers + 1), of a
+    fitted network (a ``FittedNetwork``).
 
     See :meth:`sklearn_measattn.MeasureTransformerRegressor.hidden_similarity`.
     """
-    check_is_fitted(model, "net_")
-    batch_size = inference_batch_size(model, batch_size, method="hidden_similarity")
-    X, x_weights, X_model = network_inputs(model, X)
+    batch_size = network.checked_batch_size(batch_size, method="hidden_similarity")
+    X, x_weights, X_model = network.inputs(X)
     weights = normalized_point_weights(X, x_weights)
     out = []
-    with evaluation(model) as module:
-        for start, stop, (xb, wb) in batches(model, batch_size, X_model, x_weights):
+    with network.evaluation() as module:
+        for start, stop, (xb, wb) in network.batches(batch_size, X_model, x_weights):
             a = torch.as_tensor(weights[start:stop], dtype=torch.float64)
             depth = []
             for layer, hidden in enumerate(module.hidden_states(xb, wb)):

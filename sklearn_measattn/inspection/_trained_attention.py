@@ -13,22 +13,21 @@ import numbers
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
 from .._param_validation import validate_parameter_constraints
-from .._training import batches, evaluation, inference_batch_size, network_inputs, normalized_point_weights
+from .._training import normalized_point_weights
 from .._validation import POSITIVE_INT, is_ragged
 from ..attention import attention_weight_blocks, log_point_weights, query_ess_fractions
 
 _MAX_WEIGHT_BYTES = 2**31
 
 
-def trained_attention_ess(model, X, *, layer=0, max_queries=None, random_state=0, batch_size=None):
-    """ESS / n of the fitted ``model``'s attention in block ``layer``, shape (n_samples, n_heads)."""
-    batches, n_heads, kernel = _attention_inputs(model, X, layer, batch_size, "attention_ess")
+def trained_attention_ess(network, X, *, layer=0, max_queries=None, random_state=0, batch_size=None):
+    """ESS / n of a fitted ``network``'s attention in block ``layer``, shape (n_samples, n_heads)."""
+    batches, n_heads, kernel = _attention_inputs(network, X, layer, batch_size, "attention_ess")
     validate_parameter_constraints(
         {"max_queries": [None, POSITIVE_INT]}, {"max_queries": max_queries},
-        caller_name=f"{type(model).__name__}.attention_ess",
+        caller_name=f"{network.owner}.attention_ess",
     )
     rng = check_random_state(random_state)
     out = []
@@ -45,13 +44,12 @@ def trained_attention_ess(model, X, *, layer=0, max_queries=None, random_state=0
     return np.stack(out).reshape(-1, n_heads)
 
 
-def trained_attention_weights(model, X, *, layer=0, batch_size=None):
-    """The fitted ``model``'s attention weights in block ``layer``, (n_samples, n_heads, n, n) or a list."""
-    check_is_fitted(model, "net_")
+def trained_attention_weights(network, X, *, layer=0, batch_size=None):
+    """A fitted ``network``'s attention weights in block ``layer``, (n_samples, n_heads, n, n) or a list."""
     ragged = is_ragged(X)
     n_samples = len(X) if ragged else np.shape(X)[0]
     n_points = max(np.shape(m)[0] for m in X) if ragged else np.shape(X)[1]
-    n_heads = model.net_.module_.blocks[0].attention.n_heads
+    n_heads = network.module.blocks[0].attention.n_heads
     size = 8 * n_samples * n_heads * n_points * n_points
     if size > _MAX_WEIGHT_BYTES:
         raise ValueError(
@@ -59,7 +57,7 @@ def trained_attention_weights(model, X, *, layer=0, batch_size=None):
             f"{n_points}^2 points); pass fewer or smaller measures, or use attention_ess, which never "
             "materialises the weights."
         )
-    batches, _, kernel = _attention_inputs(model, X, layer, batch_size, "attention_weights")
+    batches, _, kernel = _attention_inputs(network, X, layer, batch_size, "attention_weights")
     blocks = []
     for q, k, a in batches:
         log_a = log_point_weights(torch.as_tensor(a, dtype=torch.float64))
@@ -71,25 +69,24 @@ def trained_attention_weights(model, X, *, layer=0, batch_size=None):
     return weights
 
 
-def _attention_inputs(model, X, layer, batch_size, method):
+def _attention_inputs(network, X, layer, batch_size, method):
     """Validate; return a generator of float64 ``(q, k, a)`` per batch, the head count and the kernel.
 
     ``a`` holds the point weights normalised to sum 1 per measure (0 at padding); ``method`` names
-    the model's method in error messages.
+    the estimator's method in error messages.
     """
-    check_is_fitted(model, "net_")
-    module = model.net_.module_
+    module = network.module
     n_layers = len(module.blocks)
     if isinstance(layer, bool) or not isinstance(layer, numbers.Integral) or not 0 <= layer < n_layers:
         raise ValueError(f"layer must be an integer in [0, {n_layers}) for this {n_layers}-block model, got {layer!r}.")
-    batch_size = inference_batch_size(model, batch_size, method=method)
-    X, x_weights, X_model = network_inputs(model, X)
+    batch_size = network.checked_batch_size(batch_size, method=method)
+    X, x_weights, X_model = network.inputs(X)
     weights = normalized_point_weights(X, x_weights)
     attention = module.blocks[layer].attention
 
     def attention_batches():
-        with evaluation(model):
-            for start, stop, (xb, wb) in batches(model, batch_size, X_model, x_weights):
+        with network.evaluation():
+            for start, stop, (xb, wb) in network.batches(batch_size, X_model, x_weights):
                 q, k, _ = module.attention_inputs(xb, wb, layer=int(layer))
                 if not (bool(torch.isfinite(q).all()) and bool(torch.isfinite(k).all())):
                     raise FloatingPointError(

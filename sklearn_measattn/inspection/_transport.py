@@ -11,17 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._training import (
-    batches,
-    check_float32_range,
-    evaluation,
-    inference_batch_size,
-    network_inputs,
-    subsampled_context,
-    targets_from_network,
-    transform_points,
-)
-from .._validation import check_measures, check_n_features, is_ragged
+from .._validation import is_ragged
 
 __all__ = ["check_transport_inputs", "transport_points", "QUERY_POINTS_PER_PASS"]
 
@@ -30,51 +20,47 @@ __all__ = ["check_transport_inputs", "transport_points", "QUERY_POINTS_PER_PASS"
 QUERY_POINTS_PER_PASS = 2**18
 
 
-def check_transport_inputs(model, X, points, batch_size=None):
-    """Validate ``X`` and ``points`` against a fitted ``model``; return what the network needs.
+def check_transport_inputs(network, X, points, batch_size=None):
+    """Validate ``X`` and ``points`` against a fitted ``network`` (a ``FittedNetwork``); return what it needs.
 
     Returns ``(X_model, x_weights, Z_model, query_lengths, batch_size)``, where
     ``query_lengths`` is ``None`` for dense ``points`` and the number of query
     points of each measure for a ragged list.
     """
-    X, x_weights, X_model = network_inputs(model, X)
+    X, x_weights, X_model = network.inputs(X)
     ragged = is_ragged(points)
-    Z, z_weights = check_measures(points, input_name="points")
+    Z, z_weights, Z_model = network.inputs(points, input_name="points")
     if Z.shape[0] != X.shape[0]:
         raise ValueError(
             f"X has {X.shape[0]} measures but points has {Z.shape[0]} sets of query points; give one set of "
             "query points per measure (points[i] is transported by the map of the measure X[i]). To push the "
             "same points through every measure, repeat them: np.broadcast_to(Z, (len(X), *Z.shape))."
         )
-    check_n_features(Z, model.n_features_in_, input_name="points")
     if batch_size is None:
         # Measures of many query points: fewer per pass, so that memory stays bounded (the images do not change).
-        batch_size = max(1, min(model.batch_size, QUERY_POINTS_PER_PASS // max(Z.shape[1], 1)))
-    batch_size = inference_batch_size(model, batch_size, method="transport")
-    Z_model = transform_points(model.transform_X_, Z, "transform")
-    check_float32_range(Z_model, "points", model.transform)
+        batch_size = max(1, min(network.batch_size, QUERY_POINTS_PER_PASS // max(Z.shape[1], 1)))
+    batch_size = network.checked_batch_size(batch_size, method="transport")
     lengths = None
     if ragged:
         lengths = [Z.shape[1]] * Z.shape[0] if z_weights is None else z_weights.sum(axis=1).astype(int).tolist()
     return X_model, x_weights, Z_model, lengths, batch_size
 
 
-def transport_points(model, X, points, *, batch_size=None):
+def transport_points(network, X, points, *, batch_size=None):
     """The images of ``points[i]`` under the fitted map of the measure ``X[i]``, for every ``i``.
 
     See :meth:`sklearn_measattn.MeasureTransformerRegressor.transport`.
     """
-    X_model, x_weights, Z_model, lengths, batch_size = check_transport_inputs(model, X, points, batch_size)
-    if model.context_size is not None:
-        # Fixed for a fitted model: the same points give the same images at every call.
-        X_model, x_weights = subsampled_context(X_model, x_weights, model.context_size, seed=model.net_.loader_seed + 3)
+    X_model, x_weights, Z_model, lengths, batch_size = check_transport_inputs(network, X, points, batch_size)
+    # With context_size, fixed for a fitted network: the same points give the same images at every call.
+    X_model, x_weights = network.inference_context(X_model, x_weights)
     out = []
-    with evaluation(model) as module:
-        for _, _, (xb, zb, wb) in batches(model, batch_size, X_model, Z_model, x_weights):
+    with network.evaluation() as module:
+        for _, _, (xb, zb, wb) in network.batches(batch_size, X_model, Z_model, x_weights):
             out.append(module.transport(xb, zb, wb).cpu().numpy().astype(np.float64))
     y_model = np.concatenate(out)
     largest = float(max(np.max(np.abs(X_model)), np.max(np.abs(Z_model))))
-    y_pred = targets_from_network(model, y_model, largest, what="images of the query points")
+    y_pred = network.targets(y_model, largest, what="images of the query points")
     if lengths is not None:
         return [y_pred[i, :n] for i, n in enumerate(lengths)]
     return y_pred

@@ -9,7 +9,8 @@ from sklearn.utils._param_validation import InvalidParameterError
 from skorch.callbacks import Callback
 
 from sklearn_measattn import MeasureTransformerRegressor
-from sklearn_measattn._training import ContextSubsample, subsampled_context
+from sklearn_measattn._training._context import ContextSubsample, subsampled_context
+from sklearn_measattn._training._streams import RandomStreams
 from sklearn_measattn.datasets import make_matrix_inverse
 
 
@@ -71,7 +72,7 @@ def test_predict_gives_every_point_an_image_against_one_fixed_subsample(large):
     assert predicted.shape == y.shape and np.isfinite(predicted).all()
     np.testing.assert_array_equal(model.predict(X), predicted)  # the same context at every call
     context, weights = subsampled_context(model.transform_X_.transform(X.reshape(-1, 2)).reshape(X.shape), None, 24,
-                                          seed=model.net_.loader_seed + 3)
+                                          seed=RandomStreams(model.net_.loader_seed).seed_of("inference_context"))
     assert weights is None and context.shape == (10, 24, 2)
     # Each point's image is the whole-measure map of the subsample, evaluated at that point.
     whole = model.set_params(context_size=None)
@@ -123,19 +124,20 @@ def test_a_model_trained_on_subsamples_predicts_on_whole_measures_without_contex
 
 def test_measures_with_many_query_points_go_through_in_fewer_per_pass(large, monkeypatch):
     import sklearn_measattn.inspection._transport as transport
+    from sklearn_measattn._training import FittedNetwork
 
     X, y = large
     model = _model(context_size=24).fit(X, y)
     expected = model.predict(X)
     seen = []
-    real_batches = transport.batches
+    real_batches = FittedNetwork.batches
 
-    def recording(model, batch_size, *arrays):
+    def recording(network, batch_size, *arrays):
         seen.append(batch_size)
-        return real_batches(model, batch_size, *arrays)
+        return real_batches(network, batch_size, *arrays)
 
     monkeypatch.setattr(transport, "QUERY_POINTS_PER_PASS", 200)  # 2 measures of 96 points per pass
-    monkeypatch.setattr(transport, "batches", recording)
+    monkeypatch.setattr(FittedNetwork, "batches", recording)
     np.testing.assert_array_equal(model.predict(X), expected)
     assert seen == [2]
     np.testing.assert_array_equal(model.transport(X, X, batch_size=10), expected)
