@@ -377,7 +377,9 @@ class EnKF(_KalmanStep):
     Parameters
     ----------
     inflation : float, default=1.05
-        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). The
         default holds the truth in the standard Lorenz-96 setting (40
         variables, all observed every 0.05 with unit Gaussian noise, 40
         members: RMSE about 0.21); without inflation a stochastic EnKF loses
@@ -431,8 +433,10 @@ class RobustEnKF(_KalmanStep):
     Parameters
     ----------
     inflation : float, default=1.05
-        Multiplicative inflation of the forecast anomalies, in [1, 10] (RMSE
-        about 0.21 in the standard Lorenz-96 setting, as :class:`EnKF`).
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). RMSE about 0.21 in the
+        standard Lorenz-96 setting, as :class:`EnKF`.
     clip : float, default=1.5
         Clipping threshold, in innovation standard deviations.
     localization_radius : float or None, default=None
@@ -509,7 +513,9 @@ class SerialEnKF(AnalysisStep):
     Parameters
     ----------
     inflation : float, default=1.02
-        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). The
         default holds the truth in the standard Lorenz-96 setting (40
         variables, all observed every 0.05 with unit Gaussian noise, 40
         members: RMSE about 0.18, the spread a little above it).
