@@ -4,8 +4,9 @@ DAPPER (Raanes et al., ``pip install dapper``) is the field's reference
 implementation of twin experiments. :func:`run_dapper` builds the DAPPER
 hidden Markov model equivalent to a :class:`TwinProblem`, hands DAPPER the
 problem's truth and observations (so that both packages assimilate the very
-same data), records DAPPER's analysis ensemble at every observation time and
-scores it with the package's own per-cycle scores and divergence rule.
+same data), records DAPPER's forecast and analysis ensembles at every
+observation time and scores them with the package's own per-cycle scores and
+divergence rule.
 
 DAPPER's conventions, and how they map onto the package's:
 
@@ -416,8 +417,9 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     Returns
     -------
     TwinResult
-        Time-averaged and per-cycle scores of DAPPER's analysis, divergence,
-        and the mean time of DAPPER's analysis step (inflation, rotation and
+        Time-averaged and per-cycle scores of DAPPER's analysis (and RMSE and
+        spread of its forecast, before each analysis), divergence, and the
+        mean time of DAPPER's analysis step (inflation, rotation and
         resampling included).
 
     Raises

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import torch
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import HasMethods, validate_params
+from sklearn.utils._param_validation import HasMethods, Hidden, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from .._threads import torch_threads
@@ -326,8 +326,8 @@ class LearnedAnalysis(SerialEnKF):
 @arrays_described
 @validate_params(
     {
-        "problem": [TwinProblem, AnalysisStep, None],
-        "teacher": [AnalysisStep, TwinProblem, None],
+        "problem": [TwinProblem, Hidden(AnalysisStep), None],  # a teacher first: deprecated
+        "teacher": [AnalysisStep, Hidden(TwinProblem), None],
         **DEPRECATED_SIMULATION_CONSTRAINTS,
         **RUN_CONSTRAINTS,
         "target": [Choices(("member", "truth"))],

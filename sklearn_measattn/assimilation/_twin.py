@@ -173,7 +173,18 @@ class TwinResult:
     FORECAST_SCORES = ("forecast_rmse", "forecast_spread")
 
     def summary(self, *, forecast=False):
-        """The time averages, divergence and cost as a flat dict (a table row); with ``forecast``, the forecast's too."""
+        """The time averages, divergence and cost as a flat dict (a table row).
+
+        Parameters
+        ----------
+        forecast : bool, default=False
+            Also the forecast's time averages, ``forecast_rmse`` and
+            ``forecast_spread``.
+
+        Returns
+        -------
+        dict
+        """
         row = {name: getattr(self, name) for name in self.SCORES}
         if forecast:
             row.update({name: getattr(self, name) for name in self.FORECAST_SCORES})
@@ -408,7 +419,8 @@ def twin_experiment(
     Returns
     -------
     TwinResult
-        Time-averaged and per-cycle RMSE, spread, CRPS and energy score, and
+        Time-averaged and per-cycle RMSE, spread, CRPS and energy score of
+        the analysis, RMSE and spread of the forecast before it, and
         divergence by :data:`DIVERGENCE_RULE`.
 
     Raises
