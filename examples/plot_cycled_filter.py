@@ -45,11 +45,15 @@ from sklearn_measattn.assimilation import (
     twin_experiment,
 )
 
-setting = {"n_variables": 20, "ensemble_size": 20}
-pairs = [
-    make_analysis_training_data(noise=noise, n_cycles=200, spin_up=40, random_state=0, **setting)
-    for noise in ("gaussian", "student_t", "cauchy")
-]
+
+def training_pairs(noise, seed=0):
+    """Pairs recorded on a problem of ``noise``; one generator draws the problem and then runs the filter."""
+    rng = np.random.RandomState(seed)
+    problem = make_twin_problem(n_variables=20, noise=noise, n_cycles=200, random_state=rng)
+    return make_analysis_training_data(problem, ensemble_size=20, spin_up=40, random_state=rng)
+
+
+pairs = [training_pairs(noise) for noise in ("gaussian", "student_t", "cauchy")]
 X = np.concatenate([X for X, _ in pairs])
 y = np.concatenate([y for _, y in pairs])
 X, y = np.concatenate([X, X * [-1, -1, 1, 1]]), np.concatenate([y, -y])

@@ -12,6 +12,7 @@ the package's own constraint classes live in ``_validation``.
 
 from sklearn.utils._param_validation import (
     HasMethods,
+    Hidden,
     Interval,
     InvalidParameterError,
     StrOptions,
@@ -22,6 +23,7 @@ from sklearn.utils._param_validation import (
 
 __all__ = [
     "HasMethods",
+    "Hidden",
     "Interval",
     "InvalidParameterError",
     "StrOptions",

@@ -7,6 +7,8 @@ ragged list of ``(n_points_i, n_features)`` arrays, which becomes a zero-padded
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from numbers import Integral, Real
 
@@ -41,6 +43,10 @@ __all__ = [
     "POSITIVE_REAL",
     "BETA",
     "ORDER",
+    "describe",
+    "described_as_array",
+    "refuse_array_likes",
+    "arrays_described",
 ]
 
 _FLOAT_DTYPES = (np.float64, np.float32)
@@ -492,3 +498,105 @@ def check_keyword_arguments(func, kwargs, *, caller, refused=()):
             f"{caller} got unexpected keyword argument(s) {unknown}; for {func.__name__} {takes}."
         )
     validate_parameter_constraints(table, kwargs, caller_name=func.__qualname__)
+
+
+# --------------------------------------------------------------------------- #
+# Arguments described, never printed
+# --------------------------------------------------------------------------- #
+def describe(value):
+    """A value as an error message shows it: scalars as they are, anything else by its type and shape.
+
+    An array is never printed: its repr could run to thousands of numbers.
+    """
+    if value is None or isinstance(value, (bool, np.bool_, Real, str)):
+        text = repr(value)
+        return text if len(text) <= 80 else f"a str of length {len(value)}"
+    shape = getattr(value, "shape", None)
+    if shape is not None and not callable(shape):
+        dtype = getattr(value, "dtype", None)
+        kind = "an array" if isinstance(value, np.ndarray) else _article(type(value).__name__)
+        return f"{kind} of shape {tuple(shape)}" + (f" and dtype {dtype}" if dtype is not None else "")
+    if isinstance(value, (list, tuple, dict, set)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    return _article(type(value).__name__)
+
+
+def _article(name):
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def described_as_array(value, array):
+    """``describe(value)``, with the shape and dtype numpy gives it when it is not an array already."""
+    if isinstance(value, np.ndarray):
+        return describe(value)
+    return f"{describe(value)}, an array of shape {array.shape} and dtype {array.dtype}"
+
+
+def _is_array_like(value):
+    return isinstance(value, (list, tuple, np.ndarray)) or hasattr(value, "__array__") or hasattr(value, "shape")
+
+
+def refuse_array_likes(constraints, arguments, caller, *, hints=None):
+    """Refuse an array-like argument outside its domain, described by type and shape rather than printed.
+
+    scikit-learn's parameter validation prints the ``repr`` of a refused
+    value; for an array passed where a number, a name or an object belongs
+    that is the whole array. Run this first: the other refusals are left to it.
+
+    Parameters
+    ----------
+    constraints : dict
+        The table of scikit-learn parameter constraints.
+    arguments : dict
+        The arguments, by name.
+    caller : str
+        The name the error message gives the function or class.
+    hints : dict or None, default=None
+        ``{type: sentence}``: what to do, said after the refusal of an array
+        where an object of that type (a constraint of the table) belongs.
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        For the first array-like argument that no constraint of its table accepts.
+    """
+    hints = hints or {}
+    for name, value in arguments.items():
+        table = constraints.get(name)
+        if table is None or isinstance(table, str) or not _is_array_like(value):
+            continue
+        allowed = [make_constraint(constraint) for constraint in table]
+        if any(constraint.is_satisfied_by(value) for constraint in allowed):
+            continue
+        shown = [str(constraint) for constraint in allowed if not constraint.hidden]
+        domain = shown[0] if len(shown) == 1 else f"{', '.join(shown[:-1])} or {shown[-1]}"
+        hint = "".join(hints.get(constraint, "") for constraint in table if isinstance(constraint, type))
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {caller} must be {domain}. Got {describe(value)} instead.{hint}"
+        )
+
+
+def arrays_described(func, *, hints=None, check=None):
+    """Put in front of scikit-learn's ``validate_params``: an array-like argument it would refuse is described.
+
+    The decorated function keeps its constraint table; an array-like value
+    outside its domain is refused with its type and shape (see
+    :func:`refuse_array_likes`, with ``hints``) before scikit-learn's own
+    message, which would print it, is made. ``check``, when given, is then
+    called with the arguments by name (a further check before any work).
+    """
+    constraints = parameter_constraints(func)
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            arguments = signature.bind(*args, **kwargs).arguments
+        except TypeError:  # a missing or unknown argument: Python's own message says which
+            return func(*args, **kwargs)
+        refuse_array_likes(constraints, arguments, func.__qualname__, hints=hints)
+        if check is not None:
+            check(arguments)
+        return func(*args, **kwargs)
+
+    return wrapper

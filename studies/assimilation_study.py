@@ -97,7 +97,9 @@ def training_data(fraction, seed=0):
     Xs, ys = [], []
     for law in NOISES.values():
         for scale in TRAINING_SCALES:
-            X, y = make_analysis_training_data(**law, noise_scale=scale, n_cycles=150, spin_up=50, random_state=seed)
+            rng = np.random.RandomState(seed)  # one generator draws the problem, then runs the teacher
+            problem = make_twin_problem(**law, noise_scale=scale, n_cycles=150, random_state=rng)
+            X, y = make_analysis_training_data(problem, spin_up=50, random_state=rng)
             Xs.append(X)
             ys.append(y)
     X, y = np.concatenate(Xs), np.concatenate(ys)
@@ -150,10 +152,9 @@ def in_cycle_ess(model, law, cycles, members):
     """Trained attention ESS/n of ``model`` on the scalar ensembles a learned filter feeds it."""
     problem = make_twin_problem(**law, n_cycles=cycles, random_state=99)
     bound = LearnedAnalysis(model, inflation=1.0, relaxation=0.3).bind(problem.observation_model, random_state=0)
-    priors = []
-    bound.recorder_ = priors  # a bound serial step records (prior, observation, variable) per update
-    twin_experiment(lambda forecast, observation: bound(forecast, observation), problem, ensemble_size=members,
-                    spin_up=0)
+    with bound.recording() as priors:  # (prior, observation, variable) per scalar update
+        twin_experiment(lambda forecast, observation: bound(forecast, observation), problem, ensemble_size=members,
+                        spin_up=0)
     model_law = problem.observation_model
     X, _, _ = analysis_features(np.stack([p for p, _, _ in priors]), np.array([o for _, o, _ in priors]),
                                 noise_scale=model_law.noise_scale, noise_tail=model_law.tail)

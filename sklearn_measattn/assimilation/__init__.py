@@ -14,7 +14,7 @@ divergence is detected.
 - Analysis steps that need no training: :class:`NoUpdate`, :class:`EnKF`,
   :class:`RobustEnKF` (Huber-type clipping), :class:`SerialEnKF` and
   :class:`ParticleFilter` (the Bayes reference with many members), by name
-  in :data:`ANALYSIS_NAMES`.
+  (:data:`ANALYSIS_NAMES`; their classes by name in :data:`ANALYSIS_STEPS`).
 - The Bayes reference for scalar updates: :class:`RankHistogramFilter`, the
   serial filter whose update of each observed variable is Bayes' rule with
   the true likelihood (or an assumed one) and a rank histogram (or kernel
@@ -66,13 +66,14 @@ from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
 from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
 from ._synthetic import PRIOR_KINDS, make_synthetic_analysis_data
-from ._twin import ANALYSIS_NAMES, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
+from ._twin import ANALYSIS_NAMES, ANALYSIS_STEPS, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 
 __all__ = [
     "ANALYSIS_FEATURE_SETS",
     "ANALYSIS_FEATURES",
     "ANALYSIS_MODELS",
     "ANALYSIS_NAMES",
+    "ANALYSIS_STEPS",
     "DAPPER_METHODS",
     "DIVERGENCE_RULE",
     "KALMAN_ANALYSIS_FEATURES",

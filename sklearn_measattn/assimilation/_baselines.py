@@ -18,8 +18,10 @@ nothing was observed).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -102,6 +104,14 @@ def localization_matrix(n_variables, radius):
     return gaspari_cohn(np.minimum(gap, n_variables - gap), radius)
 
 
+def _inflated(forecast, inflation):
+    """The forecast with its anomalies multiplied by ``inflation`` (before the update: forecast inflation)."""
+    if inflation == 1.0:
+        return forecast
+    mean = forecast.mean(axis=0)
+    return mean + inflation * (forecast - mean)
+
+
 def _relaxed_to_prior_spread(forecast, analysis, relaxation):
     forecast_spread = forecast.std(axis=0, ddof=1)
     mean = analysis.mean(axis=0)
@@ -177,8 +187,10 @@ class AnalysisStep(BaseEstimator):
     ...         observed = self.observation_model_.observed
     ...         analysis[:, observed] += self.weight * (observation - forecast[:, observed])
     ...         return analysis
-    >>> small = dict(n_variables=8, n_cycles=100, spin_up=20, ensemble_size=8, random_state=0)
-    >>> bool(twin_experiment(Nudge(weight=0.3), **small).rmse < twin_experiment("none", **small).rmse)
+    >>> from sklearn_measattn.assimilation import make_twin_problem
+    >>> problem = make_twin_problem(n_variables=8, n_cycles=100, random_state=0)
+    >>> small = dict(spin_up=20, ensemble_size=8, random_state=0)
+    >>> bool(twin_experiment(Nudge(weight=0.3), problem, **small).rmse < twin_experiment("none", problem, **small).rmse)
     True
 
     A scalar update in the serial filter: the Kalman update of the observed
@@ -194,8 +206,8 @@ class AnalysisStep(BaseEstimator):
     ...         variance = prior.var(ddof=1)
     ...         gain = self.shrink * variance / (variance + self.observation_variance_)
     ...         return prior + gain * (observation - prior)
-    >>> result = twin_experiment(ShrunkGain(shrink=0.9), **small)
-    >>> bool(result.rmse < 0.5 * twin_experiment("none", **small).rmse), result.diverged
+    >>> result = twin_experiment(ShrunkGain(shrink=0.9), problem, **small)
+    >>> bool(result.rmse < 0.5 * twin_experiment("none", problem, **small).rmse), result.diverged
     (True, False)
     """
 
@@ -297,12 +309,6 @@ class AnalysisStep(BaseEstimator):
         finally:
             self.observation_model_ = model
 
-    def _inflated(self, forecast):
-        inflation = getattr(self, "inflation", 1.0)
-        if inflation == 1.0:
-            return forecast
-        mean = forecast.mean(axis=0)
-        return mean + inflation * (forecast - mean)
 
 
 class NoUpdate(AnalysisStep):
@@ -310,8 +316,9 @@ class NoUpdate(AnalysisStep):
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import NoUpdate, twin_experiment
-    >>> result = twin_experiment(NoUpdate(), n_variables=8, n_cycles=60, spin_up=10, ensemble_size=8, random_state=0)
+    >>> from sklearn_measattn.assimilation import NoUpdate, make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=8, n_cycles=60, random_state=0)
+    >>> result = twin_experiment(NoUpdate(), problem, spin_up=10, ensemble_size=8, random_state=0)
     >>> result.rmse > 1.0
     True
     """
@@ -370,7 +377,9 @@ class EnKF(_KalmanStep):
     Parameters
     ----------
     inflation : float, default=1.05
-        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). The
         default holds the truth in the standard Lorenz-96 setting (40
         variables, all observed every 0.05 with unit Gaussian noise, 40
         members: RMSE about 0.21); without inflation a stochastic EnKF loses
@@ -385,9 +394,9 @@ class EnKF(_KalmanStep):
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import EnKF, twin_experiment
-    >>> result = twin_experiment(EnKF(inflation=1.1), n_variables=8, n_cycles=200, spin_up=50,
-    ...                          ensemble_size=16, random_state=0)
+    >>> from sklearn_measattn.assimilation import EnKF, make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=8, n_cycles=200, random_state=0)
+    >>> result = twin_experiment(EnKF(inflation=1.1), problem, spin_up=50, ensemble_size=16, random_state=0)
     >>> result.rmse < 0.6 and not result.diverged
     True
     """
@@ -404,7 +413,7 @@ class EnKF(_KalmanStep):
         self.variance_factor = variance_factor
 
     def analyse(self, forecast, observation):
-        forecast = self._inflated(forecast)
+        forecast = _inflated(forecast, self.inflation)
         gain, _ = self._gain_and_innovation_std(forecast)
         return forecast + self._perturbed_innovations(forecast, observation) @ gain.T
 
@@ -424,8 +433,10 @@ class RobustEnKF(_KalmanStep):
     Parameters
     ----------
     inflation : float, default=1.05
-        Multiplicative inflation of the forecast anomalies, in [1, 10] (RMSE
-        about 0.21 in the standard Lorenz-96 setting, as :class:`EnKF`).
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). RMSE about 0.21 in the
+        standard Lorenz-96 setting, as :class:`EnKF`.
     clip : float, default=1.5
         Clipping threshold, in innovation standard deviations.
     localization_radius : float or None, default=None
@@ -435,9 +446,9 @@ class RobustEnKF(_KalmanStep):
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import RobustEnKF, twin_experiment
-    >>> result = twin_experiment(RobustEnKF(), n_variables=8, noise="cauchy", n_cycles=200, spin_up=50,
-    ...                          ensemble_size=16, random_state=0)
+    >>> from sklearn_measattn.assimilation import RobustEnKF, make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=200, random_state=0)
+    >>> result = twin_experiment(RobustEnKF(), problem, spin_up=50, ensemble_size=16, random_state=0)
     >>> not result.diverged
     True
     """
@@ -456,7 +467,7 @@ class RobustEnKF(_KalmanStep):
         self.variance_factor = variance_factor
 
     def analyse(self, forecast, observation):
-        forecast = self._inflated(forecast)
+        forecast = _inflated(forecast, self.inflation)
         gain, innovation_std = self._gain_and_innovation_std(forecast)
         innovations = self._perturbed_innovations(forecast, observation)
         bound = self.clip * innovation_std
@@ -502,7 +513,9 @@ class SerialEnKF(AnalysisStep):
     Parameters
     ----------
     inflation : float, default=1.02
-        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). The
         default holds the truth in the standard Lorenz-96 setting (40
         variables, all observed every 0.05 with unit Gaussian noise, 40
         members: RMSE about 0.18, the spread a little above it).
@@ -542,9 +555,10 @@ class SerialEnKF(AnalysisStep):
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import SerialEnKF, twin_experiment
-    >>> result = twin_experiment(SerialEnKF(inflation=1.05, clip=2.0), n_variables=8, noise="cauchy",
-    ...                          n_cycles=200, spin_up=50, ensemble_size=16, random_state=0)
+    >>> from sklearn_measattn.assimilation import SerialEnKF, make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=200, random_state=0)
+    >>> result = twin_experiment(SerialEnKF(inflation=1.05, clip=2.0), problem, spin_up=50, ensemble_size=16,
+    ...                          random_state=0)
     >>> not result.diverged
     True
     """
@@ -557,8 +571,11 @@ class SerialEnKF(AnalysisStep):
         "variance_factor": [POSITIVE_REAL],
         "batch_disjoint": ["boolean"],
     }
-    # a subclass whose __init__ predates the parameter (and does not call this one) keeps the serial order
-    batch_disjoint = False
+    #: The parameters the serial loop reads: a subclass sets them in its ``__init__`` (or calls this one).
+    _LOOP_PARAMETERS = ("inflation", "localization_radius", "relaxation", "batch_disjoint")
+    #: Those a subclass could leave out before, and the value the loop then took (deprecated).
+    _FORMER_DEFAULTS = {"inflation": 1.0, "batch_disjoint": False}
+    _records = None  # the list the loop appends its scalar priors to, inside ``recording()``
 
     def __init__(self, *, inflation=1.02, clip=None, localization_radius=None, relaxation=0.0, variance_factor=1.0,
                  batch_disjoint=False):
@@ -570,11 +587,85 @@ class SerialEnKF(AnalysisStep):
         self.batch_disjoint = batch_disjoint
 
     def _prepare(self):
+        self._declared_loop_parameters()
         model = self.observation_model_
         self.localization_ = localization_matrix(model.n_variables, self.localization_radius)
-        self.observation_variance_ = _kalman_variance(model, getattr(self, "variance_factor", 1.0))
-        self.recorder_ = None
+        self.recorder_ = None  # deprecated: recording() records the scalar priors
         self._groups = {}
+
+    def _declared_loop_parameters(self):
+        """Refuse a subclass that does not set what the loop reads (the two it could leave out, deprecated)."""
+        parameters = vars(self)
+        for name, value in self._FORMER_DEFAULTS.items():
+            if name not in parameters:
+                warnings.warn(
+                    f"{type(self).__name__} does not set {name}, which SerialEnKF's loop reads; it is taken as "
+                    f"{value!r}, which is deprecated and will stop working in a future version: set it in __init__ "
+                    "(or call SerialEnKF.__init__ there).",
+                    FutureWarning,
+                    stacklevel=4,
+                )
+                setattr(self, name, value)  # on the bound copy only
+        missing = [name for name in self._LOOP_PARAMETERS if name not in parameters]
+        if missing:
+            raise TypeError(
+                f"{type(self).__name__} does not set {missing}, which SerialEnKF's loop reads: set them in its "
+                "__init__ (or call SerialEnKF.__init__ there)."
+            )
+
+    @property
+    def observation_variance_(self):
+        """The observation-error variance of the Kalman scalar update: the noise law's, times ``variance_factor``."""
+        if "variance_factor" not in vars(self):
+            raise AttributeError(
+                f"{type(self).__name__} has no variance_factor: observation_variance_ is the variance of "
+                "SerialEnKF's Kalman scalar update, which needs it (call SerialEnKF.__init__ from __init__)."
+            )
+        return _kalman_variance(self.observation_model_, self.variance_factor)
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Record the scalar priors of the serial loop while inside: ``with step.recording() as records:``.
+
+        Every scalar update inside appends ``(prior, observation, variable)``
+        to ``records``: the members of the observed variable just before
+        its update (the array :meth:`scalar_update` is given), the
+        observation and the variable's index. A step bound inside the block
+        (by :func:`twin_experiment`) shares the list, so the step you made
+        records the cycles of an experiment it runs.
+
+        Yields
+        ------
+        list
+            The records, in the order of the updates.
+
+        Examples
+        --------
+        >>> from sklearn_measattn.assimilation import SerialEnKF, make_twin_problem, twin_experiment
+        >>> problem = make_twin_problem(n_variables=8, observed="every_other", n_cycles=5, random_state=0)
+        >>> step = SerialEnKF()
+        >>> with step.recording() as records:
+        ...     _ = twin_experiment(step, problem, ensemble_size=6, spin_up=0, random_state=0)
+        >>> len(records), records[0][0].shape  # 4 observations in each of 5 cycles
+        (20, (6,))
+        """
+        self._records = records = []
+        try:
+            yield records
+        finally:
+            del self._records
+
+    def _recorder(self):
+        """Where the loop records its scalar priors: ``recording()``'s list, or a ``recorder_`` set (deprecated)."""
+        if self.recorder_ is not None:
+            warnings.warn(
+                "Setting recorder_ on a bound SerialEnKF is deprecated and will stop working in a future version: "
+                "record with `with step.recording() as records:`.",
+                FutureWarning,
+                stacklevel=3,
+            )
+            return self.recorder_
+        return self._records
 
     def scalar_update(self, prior, observation):
         """The posterior members of one observed variable (what a serial filter's subclass overrides).
@@ -660,15 +751,16 @@ class SerialEnKF(AnalysisStep):
     def analyse(self, forecast, observation):
         if self.batch_disjoint and self.localization_radius is not None:
             return self._analyse_in_groups(forecast, observation)
-        ensemble = self._inflated(forecast).copy()
+        ensemble = _inflated(forecast, self.inflation).copy()
+        recorder = self._recorder()
         for j, i in enumerate(self.observation_model_.observed):
             prior = ensemble[:, i].copy()
             prior_anomaly = prior - prior.mean()
             variance = prior_anomaly @ prior_anomaly
             if not variance > 0:
                 continue
-            if self.recorder_ is not None:
-                self.recorder_.append((prior, observation[j], i))
+            if recorder is not None:
+                recorder.append((prior, observation[j], i))
             increment = self.scalar_update(prior, observation[j]) - prior
             regression = (ensemble - ensemble.mean(axis=0)).T @ prior_anomaly / variance * self.localization_[i]
             ensemble += increment[:, None] * regression[None, :]
@@ -677,8 +769,9 @@ class SerialEnKF(AnalysisStep):
         return ensemble
 
     def _analyse_in_groups(self, forecast, observation):
-        ensemble = self._inflated(forecast).copy()
+        ensemble = _inflated(forecast, self.inflation).copy()
         observed = self.observation_model_.observed
+        recorder = self._recorder()
         for group in self._disjoint_groups(observed):
             variables = observed[group]
             priors = ensemble[:, variables].T.copy()
@@ -689,8 +782,8 @@ class SerialEnKF(AnalysisStep):
                 continue
             variables, values = variables[updated], observation[group][updated]
             priors, prior_anomalies, variances = priors[updated], prior_anomalies[updated], variances[updated]
-            if self.recorder_ is not None:
-                self.recorder_.extend(zip(priors.copy(), values, variables))
+            if recorder is not None:
+                recorder.extend(zip(priors.copy(), values, variables))
             increments = self.scalar_updates(priors.copy(), values) - priors
             # the supports are disjoint: every variable takes the regression of at most one observation of the group
             regressions = prior_anomalies @ (ensemble - ensemble.mean(axis=0)) / variances[:, None]
@@ -728,9 +821,10 @@ class ParticleFilter(AnalysisStep):
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import ParticleFilter, twin_experiment
-    >>> result = twin_experiment(ParticleFilter(), n_variables=8, observed="every_other", noise="cauchy",
-    ...                          n_cycles=100, spin_up=20, ensemble_size=500, random_state=0)
+    >>> from sklearn_measattn.assimilation import ParticleFilter, make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=8, observed="every_other", noise="cauchy", n_cycles=100,
+    ...                             random_state=0)
+    >>> result = twin_experiment(ParticleFilter(), problem, spin_up=20, ensemble_size=500, random_state=0)
     >>> not result.diverged
     True
     """

@@ -4,8 +4,9 @@ DAPPER (Raanes et al., ``pip install dapper``) is the field's reference
 implementation of twin experiments. :func:`run_dapper` builds the DAPPER
 hidden Markov model equivalent to a :class:`TwinProblem`, hands DAPPER the
 problem's truth and observations (so that both packages assimilate the very
-same data), records DAPPER's analysis ensemble at every observation time and
-scores it with the package's own per-cycle scores and divergence rule.
+same data), records DAPPER's forecast and analysis ensembles at every
+observation time and scores them with the package's own per-cycle scores and
+divergence rule.
 
 DAPPER's conventions, and how they map onto the package's:
 
@@ -56,10 +57,21 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from .._param_validation import InvalidParameterError, validate_parameter_constraints, validate_params
-from .._validation import Choices, NumberInterval
+from .._validation import Choices, NumberInterval, check_keyword_arguments
 from ._baselines import AnalysisStep, _kalman_variance
 from ._problem import ObservationModel, TwinProblem, arrays_described, describe, refuse_array_likes
-from ._twin import ANALYSIS_NAMES, _blew_up, _cycle_scores, _lost_truth, _summarize, resolve_analysis
+from ._twin import (
+    ANALYSIS_NAMES,
+    ANALYSIS_ROWS,
+    FORECAST_ROWS,
+    N_SCORES,
+    _blew_up,
+    _cycle_scores,
+    _forecast_scores,
+    _lost_truth,
+    _summarize,
+    resolve_analysis,
+)
 
 __all__ = ["DAPPER_METHODS", "dapper_method", "run_dapper"]
 
@@ -87,7 +99,6 @@ _METHOD_PARAMS = {
         "wroot": [NumberInterval(Real, 0, None, closed="neither")],
     },
 }
-_REQUIRED = {"LETKF": ("loc_rad",)}
 _DEFAULTS = {"EnKF_sqrt": {"rot": True}, "LETKF": {"rot": True}}
 _INSTALL = "pip install sklearn-measattn[assimilation]"
 
@@ -96,19 +107,39 @@ class _Stop(Exception):
     """Raised from inside DAPPER's loop to end a run that diverged (DAPPER re-raises any exception)."""
 
 
+class _Required:
+    """The value of a required method parameter that was not given: no constraint accepts it."""
+
+    def __init__(self, example):
+        self.example = example
+
+    def __repr__(self):
+        return f"no value (it is required, e.g. {self.example})"
+
+
+#: The method parameters DAPPER's filters require, with an example each.
+_REQUIRED = {"LETKF": {"loc_rad": _Required("loc_rad=4 for Lorenz-96")}}
+
+
+def _keyword_table(method):
+    """DAPPER's ``method`` as scikit-learn's machinery sees a function: the keyword arguments it takes, and their domains."""
+
+    def parameters(**method_params):
+        """Never called: its name and table say what ``run_dapper`` passes on to DAPPER's constructor."""
+
+    parameters.__qualname__ = f"DAPPER's {method}"  # the domain errors name the method
+    parameters.__name__ = f"DAPPER's {method} (whose N is run_dapper's ensemble_size)"  # so do unknown parameters
+    return validate_params(_METHOD_PARAMS[method], prefer_skip_nested_validation=True)(parameters)
+
+
+_KEYWORD_TABLES = {method: _keyword_table(method) for method in DAPPER_METHODS}
+
+
 def _check_method_params(method, method_params):
-    table = _METHOD_PARAMS[method]
-    unknown = sorted(set(method_params) - set(table))
-    if unknown:
-        raise InvalidParameterError(
-            f"run_dapper got parameter(s) {unknown} that DAPPER's {method} does not take here; it takes "
-            f"{', '.join(table)} (the ensemble size is ensemble_size)."
-        )
-    missing = [name for name in _REQUIRED.get(method, ()) if name not in method_params]
-    if missing:
-        raise InvalidParameterError(f"DAPPER's {method} needs {', '.join(missing)} (e.g. loc_rad=4 for Lorenz-96).")
-    refuse_array_likes(table, method_params, f"run_dapper (DAPPER's {method})")
-    validate_parameter_constraints(table, dict(method_params), caller_name=f"run_dapper (DAPPER's {method})")
+    """Refuse a method parameter DAPPER's ``method`` does not take here, a required one missing, or one out of its domain."""
+    caller = f"run_dapper (DAPPER's {method})"
+    refuse_array_likes(_METHOD_PARAMS[method], method_params, caller)
+    check_keyword_arguments(_KEYWORD_TABLES[method], {**_REQUIRED.get(method, {}), **method_params}, caller=caller)
 
 
 @contextlib.contextmanager
@@ -233,8 +264,39 @@ def _make_hmm(modelling, obs, silent, problem, sample_initial, spin_up):
     return modelling.HiddenMarkovModel(dyn, obs, tseq, x0)
 
 
+@contextlib.contextmanager
+def _stats_recorded(xp, recorder):
+    """Inside, ``xp`` wraps the ``assess`` of every ``stats`` DAPPER gives it with ``recorder(stats)``.
+
+    DAPPER's ``da_method`` makes ``xp.stats`` at the start of
+    ``xp.assimilate``, then the method assesses its ensembles through
+    ``xp.stats.assess``. Inside, ``xp``'s class is a subclass (of the same
+    name, so its ``repr`` is DAPPER's) whose ``stats`` is a property: its
+    setter puts the recorder in front of ``assess`` whenever DAPPER sets it,
+    whatever the method does first. The class is restored on the way out.
+    """
+    cls = type(xp)
+
+    class Recording(cls):
+        @property
+        def stats(self):
+            return self.__dict__["stats"]
+
+        @stats.setter
+        def stats(self, stats):
+            stats.assess = recorder(stats)
+            self.__dict__["stats"] = stats
+
+    Recording.__name__, Recording.__qualname__, Recording.__module__ = cls.__name__, cls.__qualname__, cls.__module__
+    xp.__class__ = Recording
+    try:
+        yield
+    finally:
+        xp.__class__ = cls
+
+
 class _Recorder:
-    """Wraps ``xp.stats.assess``: scores each analysis, checks divergence, times the analysis steps.
+    """Wraps ``xp.stats.assess``: scores each forecast and analysis, checks divergence, times the analysis steps.
 
     At a cycle without observation (in ``silent``) DAPPER only forecasts and
     assesses the ensemble at model step ``k = cycle + 1`` without an
@@ -243,7 +305,7 @@ class _Recorder:
 
     def __init__(self, assess, problem, spin_up, silent=frozenset()):
         self.assess, self.problem, self.spin_up, self.silent = assess, problem, spin_up, silent
-        self.scores = np.full((4, problem.n_cycles), np.inf)
+        self.scores = np.full((N_SCORES, problem.n_cycles), np.inf)
         self.threshold = problem.climatological_std
         self.cycle = None  # the cycle whose forecast was last assessed
         self.scored = -1  # the last cycle whose analysis was scored
@@ -260,12 +322,14 @@ class _Recorder:
         parts = faus if faus is not None else ("u" if ko is None else "au")
         if ko is not None and "f" in parts:
             self.cycle = ko
+            self.scores[FORECAST_ROWS, ko] = _forecast_scores(E, self.problem.truth[ko + 1])
             if _blew_up(E):
                 self._stop(ko)
         if ko is not None and "a" in parts and ko > self.scored:
             self._score(ko, E, w)
         if ko is None and k - 1 in self.silent and k - 1 > self.scored:
             self.cycle = k - 1
+            self.scores[FORECAST_ROWS, k - 1] = _forecast_scores(E, self.problem.truth[k])
             self._score(k - 1, E, w)
         out = self.assess(k, ko, faus, E=E, w=w, **kwargs)
         if ko is not None and "u" not in parts:  # the analysis of this cycle is still under way
@@ -275,7 +339,7 @@ class _Recorder:
     def _score(self, ko, E, w):
         if _blew_up(E):
             self._stop(ko)
-        self.scores[:, ko] = _cycle_scores(E, self.problem.truth[ko + 1], w)
+        self.scores[ANALYSIS_ROWS, ko] = _cycle_scores(E, self.problem.truth[ko + 1], w)
         self.scored = ko
         if self.diverged_at is None and _lost_truth(self.scores[0], ko, self.spin_up, self.threshold):
             self.diverged_at = ko
@@ -353,8 +417,9 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     Returns
     -------
     TwinResult
-        Time-averaged and per-cycle scores of DAPPER's analysis, divergence,
-        and the mean time of DAPPER's analysis step (inflation, rotation and
+        Time-averaged and per-cycle scores of DAPPER's analysis (and RMSE and
+        spread of its forecast, before each analysis), divergence, and the
+        mean time of DAPPER's analysis step (inflation, rotation and
         resampling included).
 
     Raises
@@ -402,12 +467,11 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
     obs, yy, silent = _observations_for_dapper(modelling, nd_Id_localization, problem)
     recorders = []
 
+    def recorder(stats):
+        recorders.append(_Recorder(stats.assess, problem, spin_up, silent))
+        return recorders[-1]
+
     def sample_initial(n_members):
-        # Every DAPPER filter samples its initial ensemble first thing in assimilate, after making xp.stats and
-        # before assessing anything: the place to put the recorder in front of xp.stats.assess.
-        recorder = _Recorder(xp.stats.assess, problem, spin_up, silent)
-        xp.stats.assess = recorder
-        recorders.append(recorder)
         return initial.copy()
 
     hmm = _make_hmm(modelling, obs, silent, problem, sample_initial, spin_up)
@@ -415,7 +479,7 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
     seeding.set_seed(int(rng.randint(1, 2**31 - 1)))  # DAPPER's global generator (it refuses the seed 0)
     progressbar.disable_progbar = True
     try:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"), _stats_recorded(xp, recorder):
             xp.assimilate(hmm, problem.truth, yy)
     except _Stop:
         pass
@@ -429,7 +493,7 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
         progressbar.disable_progbar = saved_progbar
     recorder = recorders[0]
     if recorder.stopped:
-        recorder.scores[:, recorder.diverged_at :] = np.inf
+        recorder.scores[ANALYSIS_ROWS, recorder.diverged_at :] = np.inf  # no forecast ran after it
     result = _summarize(recorder.scores, diverged_at=recorder.diverged_at, spin_up=spin_up,
                         ensemble_size=ensemble_size, seconds=recorder.seconds, name=f"DAPPER {xp!r}")
     return result, xp

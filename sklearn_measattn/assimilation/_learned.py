@@ -11,14 +11,21 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._param_validation import HasMethods, validate_params
+from .._param_validation import HasMethods, Hidden, validate_params
 from .._threads import torch_threads
 from .._training import transform_points
 from .._validation import Choices, NumberInterval
 from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
-from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described
-from ._twin import _checked_problem, _run, resolve_analysis
+from ._problem import (
+    DEPRECATED,
+    DEPRECATED_SIMULATION_CONSTRAINTS,
+    RUN_CONSTRAINTS,
+    TwinProblem,
+    arrays_described,
+    problem_for_run,
+)
+from ._twin import _run, resolve_analysis
 
 __all__ = [
     "ANALYSIS_FEATURES", "ANALYSIS_FEATURE_SETS", "KALMAN_ANALYSIS_FEATURES", "RANKED_ANALYSIS_FEATURES",
@@ -418,9 +425,9 @@ class LearnedAnalysis(SerialEnKF):
 @arrays_described
 @validate_params(
     {
-        "teacher": [AnalysisStep, None],
-        "problem": [TwinProblem, None],
-        **SIMULATION_CONSTRAINTS,
+        "problem": [TwinProblem, Hidden(AnalysisStep), None],  # a teacher first: deprecated
+        "teacher": [AnalysisStep, Hidden(TwinProblem), None],
+        **DEPRECATED_SIMULATION_CONSTRAINTS,
         **RUN_CONSTRAINTS,
         "target": [Choices(("member", "truth"))],
         "random_state": ["random_state"],
@@ -428,26 +435,26 @@ class LearnedAnalysis(SerialEnKF):
     prefer_skip_nested_validation=True,
 )
 def make_analysis_training_data(
-    teacher=None,
     problem=None,
+    teacher=None,
     *,
-    n_variables=40,
-    observed="all",
-    noise="gaussian",
-    df=1.5,
-    noise_scale=1.0,
-    dt_obs=0.05,
-    n_cycles=1000,
     ensemble_size=40,
     spin_up=100,
     initial_spread=1.0,
     target="member",
     random_state=None,
+    n_variables=DEPRECATED,
+    observed=DEPRECATED,
+    noise=DEPRECATED,
+    df=DEPRECATED,
+    noise_scale=DEPRECATED,
+    dt_obs=DEPRECATED,
+    n_cycles=DEPRECATED,
 ):
     """Training pairs for a :class:`LearnedAnalysis`: scalar forecast ensembles from a cycled filter, and their targets.
 
-    Runs a twin experiment (see :func:`twin_experiment` for the parameters)
-    with a serial filter, ``teacher``, and records, for every observation of
+    Runs a twin experiment on ``problem`` (see :func:`twin_experiment` for
+    the parameters) with a serial filter, ``teacher``, and records, for every observation of
     every cycle after ``spin_up``, the ensemble of the observed variable just
     before it is updated: the priors a learned step sees in the same place,
     with the shapes (skewness, outliers) a cycled Lorenz-96 filter gives them.
@@ -476,20 +483,27 @@ def make_analysis_training_data(
 
     Parameters
     ----------
+    problem : TwinProblem
+        Truth and observations (:func:`make_twin_problem`). A missing (NaN)
+        observation is skipped by the teacher and gives no pair. Leaving it
+        out and passing the simulation parameters instead is deprecated
+        (below), as is passing the teacher first
+        (``make_analysis_training_data(teacher, problem)``).
     teacher : SerialEnKF or LearnedAnalysis, default=None
         The serial filter that runs the cycles; None means
         ``SerialEnKF(inflation=1.05, clip=2.0)``, a robust filter that holds
         the truth under heavy-tailed noise.
-    problem : TwinProblem, default=None
-        Truth and observations; by default simulated from the parameters
-        below. A missing (NaN) observation is skipped by the teacher and
-        gives no pair.
-    n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles, ensemble_size, spin_up, initial_spread
+    ensemble_size, spin_up, initial_spread
         As in :func:`twin_experiment`.
     target : {"member", "truth"}, default="member"
         What the one-point targets are (above).
     random_state : int, RandomState instance or None, default=None
-        Seeds the problem, the ensemble, the teacher and the stand-ins.
+        Seeds the ensemble, the teacher and the stand-ins (and the problem,
+        in the deprecated form that simulates it here).
+    n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles : deprecated
+        As in :func:`twin_experiment`: the parameters of
+        :func:`make_twin_problem`, deprecated (a ``FutureWarning``), refused
+        beside a problem.
 
     Returns
     -------
@@ -502,37 +516,46 @@ def make_analysis_training_data(
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import make_analysis_training_data
-    >>> X, y = make_analysis_training_data(n_variables=8, observed="every_other", n_cycles=30, spin_up=5,
-    ...                                    ensemble_size=10, random_state=0)
+    >>> from sklearn_measattn.assimilation import make_analysis_training_data, make_twin_problem
+    >>> problem = make_twin_problem(n_variables=8, observed="every_other", n_cycles=30, random_state=0)
+    >>> X, y = make_analysis_training_data(problem, spin_up=5, ensemble_size=10, random_state=0)
     >>> X.shape, y.shape
     ((100, 10, 4), (100, 1, 1))
     """
+    if isinstance(problem, AnalysisStep) or isinstance(teacher, TwinProblem):
+        warnings.warn(
+            "make_analysis_training_data(teacher, problem) is deprecated and will stop working in a future version: "
+            "the problem comes first, make_analysis_training_data(problem, teacher=...).",
+            FutureWarning,
+            stacklevel=4,  # the caller, through validate_params and arrays_described
+        )
+        problem, teacher = teacher, problem
     if not isinstance(teacher, (SerialEnKF, type(None))):
         raise TypeError(
             f"teacher must be a SerialEnKF or a LearnedAnalysis (a serial filter, whose scalar priors are "
             f"recorded), got {type(teacher).__name__}."
         )
     rng = check_random_state(random_state)
-    settings = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
-                "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
-    problem = _checked_problem(problem, settings, spin_up=spin_up, rng=rng)
+    simulation = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
+                  "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
+    problem = problem_for_run(problem, simulation, caller="make_analysis_training_data", spin_up=spin_up,
+                              random_state=rng)
     teacher = SerialEnKF(inflation=1.05, clip=2.0) if teacher is None else teacher
     step = resolve_analysis(teacher, problem.observation_model, random_state=rng)
-    records, priors, observations, truths = [], [], [], []
-
-    def record(cycle, forecast, analysis, truth):
-        if cycle >= spin_up:
-            for prior, observation, variable in records:
-                priors.append(prior)
-                observations.append(observation)
-                truths.append(truth[variable])
-        records.clear()
-
-    step.recorder_ = records
+    priors, observations, truths = [], [], []
     n_members = ensemble_size + (target == "member")
-    _run(step, problem, ensemble_size=n_members, spin_up=spin_up, initial_spread=initial_spread, rng=rng,
-         callback=record, name="teacher")
+    with step.recording() as records:
+
+        def record(cycle, forecast, analysis, truth):
+            if cycle >= spin_up:
+                for prior, observation, variable in records:
+                    priors.append(prior)
+                    observations.append(observation)
+                    truths.append(truth[variable])
+            records.clear()
+
+        _run(step, problem, ensemble_size=n_members, spin_up=spin_up, initial_spread=initial_spread, rng=rng,
+             callback=record, name="teacher")
     model = problem.observation_model
     priors = np.asarray(priors).reshape(-1, n_members)
     if target == "member":

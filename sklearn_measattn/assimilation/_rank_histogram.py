@@ -70,7 +70,9 @@ class RankHistogramFilter(SerialEnKF):
     Parameters
     ----------
     inflation : float, default=1.05
-        Multiplicative inflation of the forecast anomalies, in [1, 10]. The
+        Multiplicative inflation of the forecast anomalies, in [1, 10],
+        applied to the forecast before the update (DAPPER's ``infl``
+        multiplies the analysis anomalies after it). The
         default holds the truth in the standard Lorenz-96 setting (40
         variables, all observed every 0.05 with unit Gaussian noise, 40
         members: RMSE about 0.21, the spread as large).

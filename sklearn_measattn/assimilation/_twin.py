@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import time
+import warnings
 from dataclasses import dataclass, field
-from numbers import Real
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -15,13 +16,20 @@ from .._param_validation import InvalidParameterError, validate_params
 from .._validation import Choices
 from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
-from ._problem import RUN_CONSTRAINTS, SIMULATION_CONSTRAINTS, TwinProblem, arrays_described, make_twin_problem
+from ._problem import (
+    DEPRECATED,
+    DEPRECATED_SIMULATION_CONSTRAINTS,
+    RUN_CONSTRAINTS,
+    TwinProblem,
+    arrays_described,
+    problem_for_run,
+)
 from ._rank_histogram import RankHistogramFilter
 
-__all__ = ["ANALYSIS_NAMES", "DIVERGENCE_RULE", "TwinResult", "resolve_analysis", "twin_experiment"]
+__all__ = ["ANALYSIS_NAMES", "ANALYSIS_STEPS", "DIVERGENCE_RULE", "TwinResult", "resolve_analysis", "twin_experiment"]
 
-#: The built-in analysis steps a twin experiment takes by name, with their default parameters.
-ANALYSIS_NAMES = {
+#: The built-in analysis steps a twin experiment takes by name (each made with its default parameters), by name.
+ANALYSIS_STEPS = {
     "none": NoUpdate,
     "enkf": EnKF,
     "robust_enkf": RobustEnKF,
@@ -29,6 +37,44 @@ ANALYSIS_NAMES = {
     "rank_histogram": RankHistogramFilter,
     "particle_filter": ParticleFilter,
 }
+
+
+class _Names(tuple):
+    """A tuple of names that still answers, for one deprecation cycle, as the dict of classes it once was."""
+
+    def _deprecated(self, what):
+        warnings.warn(
+            f"ANALYSIS_NAMES holds the names of the built-in analysis steps; {what} on it is deprecated and will "
+            "stop working in a future version: use ANALYSIS_STEPS, the dict of their classes by name.",
+            FutureWarning,
+            stacklevel=3,
+        )
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            self._deprecated("looking up a class by name")
+            return ANALYSIS_STEPS[key]
+        return super().__getitem__(key)
+
+    def keys(self):
+        self._deprecated("keys()")
+        return ANALYSIS_STEPS.keys()
+
+    def values(self):
+        self._deprecated("values()")
+        return ANALYSIS_STEPS.values()
+
+    def items(self):
+        self._deprecated("items()")
+        return ANALYSIS_STEPS.items()
+
+    def get(self, key, default=None):
+        self._deprecated("get()")
+        return ANALYSIS_STEPS.get(key, default)
+
+
+#: The names of the built-in analysis steps a twin experiment takes (their classes: :data:`ANALYSIS_STEPS`).
+ANALYSIS_NAMES = _Names(ANALYSIS_STEPS)
 
 #: The keyword arguments a plain callable analysis is given when its signature accepts them.
 CALLABLE_KEYWORDS = ("observation_model", "random_state")
@@ -44,34 +90,33 @@ DIVERGENCE_RULE = (
     "worse than a guess from the attractor's statistics)"
 )
 
-_SIMULATION_DEFAULTS = {
-    "n_variables": 40, "observed": "all", "noise": "gaussian", "df": 1.5, "noise_scale": 1.0, "dt_obs": 0.05,
-    "n_cycles": 1000,
-}
-
-
 @dataclass
 class TwinResult:
     """The scores of one twin experiment, per cycle and averaged over time after spin-up.
 
-    Every score compares the analysis ensemble with the true state at the
-    same time; lower is better. Averages are over cycles ``spin_up`` to the
-    end; when the run stopped on divergence they are ``inf``. Made by
-    :func:`twin_experiment` and :func:`run_dapper`.
+    Every score compares an ensemble with the true state at the same time;
+    lower is better. The scores without prefix are those of the *analysis*
+    ensemble (after the update of each cycle); beside them, ``forecast_rmse``
+    and ``forecast_spread`` are those of the *forecast* ensemble just before
+    the update (as it came from the model, before any inflation of the
+    step's), as DAPPER reports ``.f`` beside ``.a``. Averages are over cycles
+    ``spin_up`` to the end; when the run stopped on divergence they are
+    ``inf``. Made by :func:`twin_experiment` and :func:`run_dapper`.
 
     Parameters
     ----------
     rmse : float
-        Time-averaged RMSE of the ensemble mean (root mean square over variables).
+        Time-averaged RMSE of the analysis ensemble mean (root mean square
+        over variables).
     spread : float
-        Time-averaged ensemble spread: the root of the mean over variables of
-        the members' variance (``ddof=1``). A calibrated ensemble has spread
-        close to its RMSE.
+        Time-averaged analysis ensemble spread: the root of the mean over
+        variables of the members' variance (``ddof=1``). A calibrated
+        ensemble has spread close to its RMSE.
     crps : float
-        Time-averaged CRPS, the mean over variables of
+        Time-averaged CRPS of the analysis, the mean over variables of
         :func:`~sklearn_measattn.metrics.crps_ensemble`.
     energy_score : float
-        Time-averaged energy score of the whole state,
+        Time-averaged energy score of the whole analysed state,
         :func:`~sklearn_measattn.metrics.energy_score`.
     rmse_per_cycle, spread_per_cycle, crps_per_cycle, energy_score_per_cycle : ndarray of shape (n_cycles,)
         The same, per cycle (spin-up included).
@@ -87,14 +132,22 @@ class TwinResult:
         Mean wall-clock time of one analysis step.
     analysis : str
         What ran the analysis.
+    forecast_rmse, forecast_spread : float, default=nan
+        Time-averaged RMSE and spread of the forecast ensemble before each
+        analysis (NaN where a result was made without them).
+    forecast_rmse_per_cycle, forecast_spread_per_cycle : ndarray of shape (n_cycles,) or None, default=None
+        The same, per cycle.
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import twin_experiment
-    >>> result = twin_experiment("robust_enkf", n_variables=8, noise="cauchy", n_cycles=100, spin_up=20,
+    >>> from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=100, random_state=0)
+    >>> result = twin_experiment("robust_enkf", problem, spin_up=20,
     ...                          ensemble_size=10, random_state=0)
     >>> sorted(result.summary())[:4]
     ['analysis', 'crps', 'diverged', 'diverged_at']
+    >>> bool(result.rmse < result.forecast_rmse)  # the update moves the ensemble toward the truth
+    True
     """
 
     rmse: float
@@ -111,15 +164,39 @@ class TwinResult:
     ensemble_size: int
     seconds_per_cycle: float
     analysis: str
+    forecast_rmse: float = math.nan
+    forecast_spread: float = math.nan
+    forecast_rmse_per_cycle: np.ndarray | None = field(default=None, repr=False)
+    forecast_spread_per_cycle: np.ndarray | None = field(default=None, repr=False)
 
     SCORES = ("rmse", "spread", "crps", "energy_score")
+    FORECAST_SCORES = ("forecast_rmse", "forecast_spread")
 
-    def summary(self):
-        """The time averages, divergence and cost as a flat dict (a table row)."""
+    def summary(self, *, forecast=False):
+        """The time averages, divergence and cost as a flat dict (a table row).
+
+        Parameters
+        ----------
+        forecast : bool, default=False
+            Also the forecast's time averages, ``forecast_rmse`` and
+            ``forecast_spread``.
+
+        Returns
+        -------
+        dict
+        """
         row = {name: getattr(self, name) for name in self.SCORES}
+        if forecast:
+            row.update({name: getattr(self, name) for name in self.FORECAST_SCORES})
         row.update(diverged=self.diverged, diverged_at=self.diverged_at, ensemble_size=self.ensemble_size,
                    seconds_per_cycle=self.seconds_per_cycle, analysis=self.analysis)
         return row
+
+
+#: The rows of a run's per-cycle score array: the analysis scores of :class:`TwinResult`, then the forecast's.
+N_SCORES = len(TwinResult.SCORES) + len(TwinResult.FORECAST_SCORES)
+ANALYSIS_ROWS = slice(0, len(TwinResult.SCORES))
+FORECAST_ROWS = slice(len(TwinResult.SCORES), N_SCORES)
 
 
 def _cycle_scores(ensemble, truth, weights=None):
@@ -138,6 +215,14 @@ def _cycle_scores(ensemble, truth, weights=None):
     return np.sqrt(np.mean((mean - truth) ** 2)), spread, crps, float(energy_score(ensemble, truth, weights=w))
 
 
+def _forecast_scores(ensemble, truth):
+    """RMSE of the mean and spread of one forecast ensemble (equal weights), as :func:`_cycle_scores` has them."""
+    if not np.all(np.isfinite(ensemble)):
+        return np.inf, np.inf
+    mean = ensemble.mean(axis=0)
+    return np.sqrt(np.mean((mean - truth) ** 2)), np.sqrt(np.mean(ensemble.var(axis=0, ddof=1)))
+
+
 def _blew_up(ensemble):
     """The first half of the divergence rule: non-finite, or off the attractor by orders of magnitude."""
     return not (np.all(np.isfinite(ensemble)) and np.max(np.abs(ensemble)) < _BLOW_UP)
@@ -149,30 +234,17 @@ def _lost_truth(rmse_per_cycle, k, spin_up, threshold):
 
 
 def _summarize(scores, *, diverged_at, spin_up, ensemble_size, seconds, name):
-    """The :class:`TwinResult` of per-cycle ``scores`` (4, n_cycles), inf after a blow-up."""
+    """The :class:`TwinResult` of per-cycle ``scores`` (:data:`N_SCORES`, n_cycles), inf after a blow-up."""
     averages = scores[:, spin_up:].mean(axis=1)
     completed = (diverged_at + 1) if diverged_at is not None and not np.isfinite(averages[0]) else scores.shape[1]
+    forecast = dict(zip(TwinResult.FORECAST_SCORES, range(N_SCORES)[FORECAST_ROWS]))
     return TwinResult(
-        *map(float, averages), *scores,
+        *map(float, averages[ANALYSIS_ROWS]), *scores[ANALYSIS_ROWS],
         diverged=diverged_at is not None, diverged_at=diverged_at, spin_up=spin_up, ensemble_size=ensemble_size,
         seconds_per_cycle=seconds / max(completed, 1), analysis=name,
+        **{score: float(averages[row]) for score, row in forecast.items()},
+        **{f"{score}_per_cycle": scores[row] for score, row in forecast.items()},
     )
-
-
-def _checked_problem(problem, settings, *, spin_up, rng):
-    """``problem``, or one simulated from ``settings``, once ``spin_up`` is known to leave cycles to score.
-
-    A given problem was checked when it was made; its arrays are checked again (they may have been changed
-    in place since), before any cycle runs.
-    """
-    if problem is not None:
-        problem._check_data()
-    n_cycles = problem.n_cycles if problem is not None else settings["n_cycles"]
-    if spin_up >= n_cycles:
-        raise InvalidParameterError(
-            f"spin_up={spin_up} leaves no cycle to score: it must be below n_cycles ({n_cycles})."
-        )
-    return make_twin_problem(**settings, random_state=rng) if problem is None else problem
 
 
 def _accepted_keywords(analysis):
@@ -230,7 +302,7 @@ def resolve_analysis(analysis, observation_model, *, random_state=None):
                 f"The 'analysis' parameter must be one of {list(ANALYSIS_NAMES)}, an AnalysisStep or a callable "
                 f"(forecast_ensemble, observation) -> analysis_ensemble. Got {analysis!r} instead."
             )
-        analysis = ANALYSIS_NAMES[analysis]()
+        analysis = ANALYSIS_STEPS[analysis]()
     if isinstance(analysis, AnalysisStep) or callable(getattr(analysis, "bind", None)):
         return analysis.bind(observation_model, random_state=random_state)
     given = {"observation_model": observation_model, "random_state": check_random_state(random_state)}
@@ -253,7 +325,7 @@ def _describe(analysis):
     {
         "analysis": [Choices(tuple(ANALYSIS_NAMES)), callable, AnalysisStep],
         "problem": [TwinProblem, None],
-        **SIMULATION_CONSTRAINTS,
+        **DEPRECATED_SIMULATION_CONSTRAINTS,
         **RUN_CONSTRAINTS,
         "random_state": ["random_state"],
         "callback": [callable, None],
@@ -264,18 +336,18 @@ def twin_experiment(
     analysis,
     problem=None,
     *,
-    n_variables=40,
-    observed="all",
-    noise="gaussian",
-    df=1.5,
-    noise_scale=1.0,
-    dt_obs=0.05,
-    n_cycles=1000,
     ensemble_size=40,
     spin_up=100,
     initial_spread=1.0,
     random_state=None,
     callback=None,
+    n_variables=DEPRECATED,
+    observed=DEPRECATED,
+    noise=DEPRECATED,
+    df=DEPRECATED,
+    noise_scale=DEPRECATED,
+    dt_obs=DEPRECATED,
+    n_cycles=DEPRECATED,
 ):
     """Run a cycled Lorenz-96 twin experiment with an ensemble filter and score it against the truth.
 
@@ -319,26 +391,12 @@ def twin_experiment(
         experiment's ``numpy.random.RandomState``, seeded from
         ``random_state`` (the generator of the run: the same seed gives the
         same draws).
-    problem : TwinProblem, default=None
+    problem : TwinProblem
         The truth and observations (:func:`make_twin_problem`, or a
         :class:`TwinProblem` of your own, NaN where an observation is
-        missing), to run several filters on the same ones. When given, the
-        simulation parameters below (``n_variables`` to ``n_cycles``) must be
-        left at their defaults: the problem's own apply.
-    n_variables : int, default=40
-        State dimension (at least 4).
-    observed : {"all", "every_other"} or array-like of int, default="all"
-        The observed variables.
-    noise : {"gaussian", "student_t", "cauchy"}, default="gaussian"
-        Observation-noise law.
-    df : float, default=1.5
-        Degrees of freedom of the Student-t noise.
-    noise_scale : float, default=1.0
-        Scale of the noise.
-    dt_obs : float, default=0.05
-        Model time between observations.
-    n_cycles : int, default=1000
-        Assimilation cycles.
+        missing); the same problem runs several filters on the same data.
+        Leaving it out and passing the simulation parameters instead is
+        deprecated (below).
     ensemble_size : int, default=40
         Members.
     spin_up : int, default=100
@@ -346,17 +404,23 @@ def twin_experiment(
     initial_spread : float, default=1.0
         Standard deviation of the initial ensemble around the initial truth.
     random_state : int, RandomState instance or None, default=None
-        Seeds the problem (when simulated here), the initial ensemble and the
-        analysis step's own randomness. The same seed gives the same truth and
-        observations as ``make_twin_problem(random_state=seed)``.
+        Seeds the initial ensemble and the analysis step's own randomness
+        (and the problem, in the deprecated form that simulates it here).
     callback : callable, default=None
         Called as ``callback(cycle, forecast, analysis, truth)`` after every
         cycle (to record ensembles or training pairs).
+    n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles : deprecated
+        The parameters of :func:`make_twin_problem`, to simulate the problem
+        here when none is given (its defaults for those not given, the
+        problem drawn from the run's generator). Deprecated: a
+        ``FutureWarning`` says so; pass ``make_twin_problem(...)`` instead.
+        Refused beside a problem, which fixes them.
 
     Returns
     -------
     TwinResult
-        Time-averaged and per-cycle RMSE, spread, CRPS and energy score, and
+        Time-averaged and per-cycle RMSE, spread, CRPS and energy score of
+        the analysis, RMSE and spread of the forecast before it, and
         divergence by :data:`DIVERGENCE_RULE`.
 
     Raises
@@ -373,27 +437,19 @@ def twin_experiment(
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import twin_experiment
-    >>> enkf = twin_experiment("enkf", n_variables=10, n_cycles=300, ensemble_size=20, random_state=0)
-    >>> free = twin_experiment("none", n_variables=10, n_cycles=300, ensemble_size=20, random_state=0)
+    >>> from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+    >>> problem = make_twin_problem(n_variables=10, n_cycles=300, random_state=0)
+    >>> enkf = twin_experiment("enkf", problem, ensemble_size=20, random_state=0)
+    >>> free = twin_experiment("none", problem, ensemble_size=20, random_state=0)
     >>> bool(enkf.rmse < 0.5 * free.rmse)
     True
     >>> enkf.rmse_per_cycle.shape
     (300,)
     """
     rng = check_random_state(random_state)
-    settings = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
-                "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
-    if problem is not None:
-        changed = [name for name, value in settings.items()
-                   if not (isinstance(value, str) and value == _SIMULATION_DEFAULTS[name])
-                   and not (isinstance(value, Real) and value == _SIMULATION_DEFAULTS[name])]
-        if changed:
-            raise InvalidParameterError(
-                f"twin_experiment got a problem and simulation parameters {changed}: the problem fixes them. "
-                "Pass make_twin_problem(...) with those parameters instead, or no problem."
-            )
-    problem = _checked_problem(problem, settings, spin_up=spin_up, rng=rng)
+    simulation = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
+                  "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
+    problem = problem_for_run(problem, simulation, caller="twin_experiment", spin_up=spin_up, random_state=rng)
     step = resolve_analysis(analysis, problem.observation_model, random_state=rng)
     return _run(step, problem, ensemble_size=ensemble_size, spin_up=spin_up, initial_spread=initial_spread,
                 rng=rng, callback=callback, name=_describe(analysis))
@@ -401,12 +457,13 @@ def twin_experiment(
 
 def _run(step, problem, *, ensemble_size, spin_up, initial_spread, rng, callback, name):
     n_cycles, n_variables = problem.n_cycles, problem.n_variables
-    scores = np.full((4, n_cycles), np.inf)
+    scores = np.full((N_SCORES, n_cycles), np.inf)
     ensemble = problem.truth[0] + initial_spread * rng.standard_normal((ensemble_size, n_variables))
     threshold = problem.climatological_std
     diverged_at, seconds = None, 0.0
     for k in range(n_cycles):
         forecast = problem.forecast(ensemble)
+        scores[FORECAST_ROWS, k] = _forecast_scores(forecast, problem.truth[k + 1])
         if _blew_up(forecast):
             diverged_at = k
             break
@@ -421,7 +478,7 @@ def _run(step, problem, *, ensemble_size, spin_up, initial_spread, rng, callback
         if _blew_up(ensemble):
             diverged_at = k
             break
-        scores[:, k] = _cycle_scores(ensemble, problem.truth[k + 1])
+        scores[ANALYSIS_ROWS, k] = _cycle_scores(ensemble, problem.truth[k + 1])
         if callback is not None:
             callback(k, forecast, ensemble, problem.truth[k + 1])
         if diverged_at is None and _lost_truth(scores[0], k, spin_up, threshold):

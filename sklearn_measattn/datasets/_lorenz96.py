@@ -2,155 +2,47 @@
 
 from __future__ import annotations
 
-import math
 import warnings
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from scipy.special import log_softmax
 from sklearn.utils import check_random_state
 
+from .._lorenz96 import (
+    FORCING,
+    MIN_VARIABLES,
+    NOISE,
+    OBSERVATION_NOISES,
+    OBSERVED,
+    ObservationModel,
+    attractor_states,
+    integrate_lorenz96,
+)
 from .._param_validation import validate_params
 from .._tails import SIZE_CONSTRAINTS
-from .._validation import POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from .._validation import POSITIVE_INT, POSITIVE_REAL, NumberInterval
 
 __all__ = ["make_lorenz96_analysis", "integrate_lorenz96", "OBSERVATION_NOISES"]
 
-#: Observation-noise families accepted by ``observation_noise=``.
-OBSERVATION_NOISES = ("gaussian", "student_t", "cauchy")
-
-_OBSERVED_PATTERNS = ("all", "every_other")
-_SPIN_UP_TIME = 10.0  # model time units: long enough to reach the attractor from F + noise
-_MIN_FEATURES = 4  # the tendency couples x_{i-2}, x_{i-1}, x_i and x_{i+1}
-
-_FORCING = NumberInterval(Real, None, None, closed="neither")
-
-
-def _lorenz96_tendency(x, forcing):
-    """``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` along the last axis, cyclic."""
-    return (np.roll(x, -1, axis=-1) - np.roll(x, 2, axis=-1)) * np.roll(x, 1, axis=-1) - x + forcing
-
-
-def _integrate_lorenz96(x, forcing, duration, time_step):
-    """Classical fourth-order Runge-Kutta over ``duration``, with the largest step
-    ``<= time_step`` that divides it; ``x`` of shape ``(..., n_features)``."""
-    n_steps = max(1, math.ceil(duration / time_step - 1e-9))
-    h = duration / n_steps
-    with np.errstate(over="ignore", invalid="ignore"):
-        for _ in range(n_steps):
-            k1 = _lorenz96_tendency(x, forcing)
-            k2 = _lorenz96_tendency(x + 0.5 * h * k1, forcing)
-            k3 = _lorenz96_tendency(x + 0.5 * h * k2, forcing)
-            k4 = _lorenz96_tendency(x + h * k3, forcing)
-            x = x + (h / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-    return x
-
-
-# ``states`` is in no table: its shape is checked in the body.
-@validate_params(
-    {"duration": [POSITIVE_REAL], "forcing": [_FORCING], "time_step": [POSITIVE_REAL]},
-    prefer_skip_nested_validation=True,
-)
-def integrate_lorenz96(states, duration, *, forcing=8.0, time_step=0.01):
-    r"""Propagate Lorenz-96 states for ``duration`` model time units.
-
-    Integrates ``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` (cyclic in
-    the last axis) with the classical fourth-order Runge-Kutta scheme, with the
-    largest step ``<= time_step`` that divides ``duration``, vectorised over
-    every leading axis (members, ensembles).
-
-    Parameters
-    ----------
-    states : array-like of shape (..., n_variables)
-        States with ``n_variables >= 4``.
-    duration : float
-        Model time to integrate over, > 0 (0.05 is about six hours of weather
-        in Lorenz's scaling).
-    forcing : float, default=8.0
-        Forcing ``F``; 8 gives chaotic dynamics.
-    time_step : float, default=0.01
-        Largest Runge-Kutta step.
-
-    Returns
-    -------
-    ndarray of shape (..., n_variables)
-        The propagated states, float64. Non-finite where the integration
-        overflowed (states far off the attractor with a large step).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_measattn.datasets import integrate_lorenz96
-    >>> x = integrate_lorenz96(np.full(40, 8.0), 1.0)  # the fixed point x_i = F stays put
-    >>> bool(np.allclose(x, 8.0))
-    True
-    >>> integrate_lorenz96(np.random.default_rng(0).normal(8, 1, (3, 10, 40)), 0.05).shape
-    (3, 10, 40)
-    """
-    states = np.asarray(states, dtype=np.float64)
-    if states.ndim < 1 or states.shape[-1] < _MIN_FEATURES:
-        raise ValueError(
-            f"states must have n_variables >= {_MIN_FEATURES} in their last axis (each tendency couples four "
-            f"neighbours), got shape {states.shape}."
-        )
-    return _integrate_lorenz96(states, float(forcing), float(duration), float(time_step))
-
-
-def _observation_log_likelihood(residual, noise, df):
-    """Log-density of standardized residuals, up to a constant, summed over observations."""
-    if noise == "gaussian":
-        return -0.5 * np.sum(residual**2, axis=-1)
-    if noise == "cauchy":
-        return -np.sum(np.log1p(residual**2), axis=-1)
-    return -0.5 * (df + 1.0) * np.sum(np.log1p(residual**2 / df), axis=-1)
-
-
-def _draw_noise(noise, df, size, rng):
-    if noise == "gaussian":
-        return rng.standard_normal(size)
-    if noise == "cauchy":
-        return rng.standard_cauchy(size)
-    return rng.standard_t(df, size)
-
-
-def _check_observed(observed, n_features):
-    """The observed indices; the table has already refused what is neither a pattern nor array-like."""
-    if isinstance(observed, str):
-        return np.arange(n_features) if observed == "all" else np.arange(0, n_features, 2)
-    try:
-        indices = np.asarray(observed)
-    except (TypeError, ValueError):
-        indices = np.asarray([], dtype=object)
-    if indices.ndim != 1 or indices.size == 0 or indices.dtype.kind not in "iu":
-        raise TypeError(
-            f"observed must be 'all', 'every_other' or a non-empty 1-D list of integer coordinate indices, "
-            f"got {observed!r}."
-        )
-    if np.any(indices < 0) or np.any(indices >= n_features) or np.unique(indices).size != indices.size:
-        raise ValueError(
-            f"observed must hold distinct coordinate indices in [0, {n_features - 1}] (n_features={n_features}), "
-            f"got {indices.tolist()}."
-        )
-    return indices.astype(np.intp)
+_CENTRE_PERTURBATION = 0.1  # the ensemble centres: forcing plus this much noise, spun up onto the attractor
 
 
 @validate_params(
     {
         **SIZE_CONSTRAINTS,
         "n_features": [
-            NumberInterval(Integral, _MIN_FEATURES, None, closed="left",
+            NumberInterval(Integral, MIN_VARIABLES, None, closed="left",
                            why="each tendency couples four neighbours; the classical choice is 40"),
         ],
-        "forcing": [_FORCING],
+        "forcing": [FORCING],
         "lead_time": [POSITIVE_REAL],
         "time_step": [POSITIVE_REAL],
         "initial_spread": [POSITIVE_REAL],
-        "observation_noise": [
-            Choices(OBSERVATION_NOISES, why="'student_t' uses df degrees of freedom; 'cauchy' is Student-t with df=1"),
-        ],
+        "observation_noise": [NOISE],
         "noise_scale": [POSITIVE_REAL],
         "df": [POSITIVE_REAL],
-        "observed": [Choices(_OBSERVED_PATTERNS), "array-like"],
+        "observed": OBSERVED,
         "prior_size": [POSITIVE_INT],
         "append_innovation": ["boolean"],
         "return_params": ["boolean"],
@@ -322,17 +214,17 @@ def make_lorenz96_analysis(
     >>> bool(posterior_error < prior_error)  # the analysis moves toward the data
     True
     """
-    observed = _check_observed(observed, n_features)
-    forcing, lead_time, time_step, initial_spread, noise_scale, df = (
-        float(value) for value in (forcing, lead_time, time_step, initial_spread, noise_scale, df)
-    )
+    model = ObservationModel(n_variables=n_features, observed=observed, noise=observation_noise, df=df,
+                             noise_scale=noise_scale)
+    observed = model.observed
+    forcing, lead_time, time_step, initial_spread = (float(value) for value in (forcing, lead_time, time_step, initial_spread))
     rng = check_random_state(random_state)
 
-    centres = forcing + 0.1 * rng.standard_normal((n_samples, n_features))
-    centres = _integrate_lorenz96(centres, forcing, _SPIN_UP_TIME, time_step)
+    centres = attractor_states((n_samples, n_features), forcing=forcing, time_step=time_step,
+                               perturbation=_CENTRE_PERTURBATION, random_state=rng)
     n_members = 1 + n_points + prior_size  # the truth, the forecast ensemble, the pool
     members = centres[:, np.newaxis, :] + initial_spread * rng.standard_normal((n_samples, n_members, n_features))
-    members = _integrate_lorenz96(members, forcing, lead_time, time_step)
+    members = integrate_lorenz96(members, lead_time, forcing=forcing, time_step=time_step)
     if not np.all(np.isfinite(members)):
         raise ValueError(
             f"The Lorenz-96 integration overflowed (forcing={forcing}, time_step={time_step}); "
@@ -340,10 +232,8 @@ def make_lorenz96_analysis(
         )
     truth, X, pool = members[:, 0], members[:, 1 : 1 + n_points], members[:, 1 + n_points :]
 
-    noise = _draw_noise(observation_noise, df, (n_samples, observed.size), rng)
-    observation = truth[:, observed] + noise_scale * noise
-    residual = (observation[:, np.newaxis, :] - pool[:, :, observed]) / noise_scale
-    log_weights = log_softmax(_observation_log_likelihood(residual, observation_noise, df), axis=1)
+    observation = model.sample(truth, rng)
+    log_weights = log_softmax(model.log_likelihood(observation[:, np.newaxis, :], pool), axis=1)
     weights = np.exp(log_weights)
     ess = 1.0 / np.sum(weights**2, axis=1)
     if np.median(ess) < n_points:
@@ -367,7 +257,7 @@ def make_lorenz96_analysis(
             "observation": observation,
             "observed": observed,
             "ess": ess,
-            "noise_scale": noise_scale,
+            "noise_scale": model.noise_scale,
         }
         return X, y, params
     return X, y

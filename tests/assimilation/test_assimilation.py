@@ -1,5 +1,7 @@
 """Cycled twin experiments: the observation noise, the forecast, the filters, divergence, the learned analysis."""
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -16,6 +18,7 @@ from sklearn_measattn.assimilation import (
     ParticleFilter,
     RobustEnKF,
     SerialEnKF,
+    TwinProblem,
     analysis_features,
     gaspari_cohn,
     localization_matrix,
@@ -26,7 +29,14 @@ from sklearn_measattn.assimilation import (
 from sklearn_measattn.datasets import integrate_lorenz96
 from sklearn_measattn.metrics import crps_ensemble, energy_score
 
-SMALL = {"n_variables": 8, "n_cycles": 120, "spin_up": 20, "ensemble_size": 12}
+SMALL = {"n_variables": 8, "n_cycles": 120}
+RUN = {"spin_up": 20, "ensemble_size": 12}
+
+
+def seeded(seed, **simulation):
+    """A problem and the generator that simulated it, to run on: the draws of the deprecated keyword form."""
+    rng = np.random.RandomState(seed)
+    return make_twin_problem(**simulation, random_state=rng), rng
 
 
 # --------------------------------------------------------------------------- #
@@ -168,8 +178,10 @@ def test_scores_per_cycle_are_the_package_scores():
 
 @pytest.mark.slow
 def test_enkf_tracks_the_truth_and_beats_no_update():
-    enkf = twin_experiment(EnKF(inflation=1.1), **SMALL, random_state=0)
-    free = twin_experiment("none", **SMALL, random_state=0)
+    problem, rng = seeded(0, **SMALL)
+    enkf = twin_experiment(EnKF(inflation=1.1), problem, **RUN, random_state=rng)
+    problem, rng = seeded(0, **SMALL)
+    free = twin_experiment("none", problem, **RUN, random_state=rng)
     assert enkf.rmse < 0.25 * free.rmse and not enkf.diverged
     assert 0.3 < enkf.spread / enkf.rmse < 3.0
 
@@ -190,7 +202,8 @@ def test_divergence_stops_the_run_and_is_not_averaged_away():
     def explode(forecast, observation):
         return forecast * 1e5
 
-    result = twin_experiment(explode, **SMALL, random_state=0)
+    problem, rng = seeded(0, **SMALL)
+    result = twin_experiment(explode, problem, **RUN, random_state=rng)
     assert result.diverged and result.diverged_at == 0
     assert np.isinf(result.rmse) and np.all(np.isinf(result.rmse_per_cycle))
 
@@ -252,18 +265,39 @@ def test_relaxation_restores_forecast_spread():
     [
         ({"analysis": "kalman"}, "analysis"),
         ({"analysis": "enkf", "ensemble_size": 1}, "ensemble_size"),
-        ({"analysis": "enkf", "noise": "laplace"}, "noise"),
-        ({"analysis": "enkf", "n_variables": 3}, "n_variables"),
-        ({"analysis": "enkf", "n_cycles": 10, "spin_up": 10}, "spin_up"),
+        ({"analysis": "enkf", "spin_up": 20}, "spin_up"),
         ({"analysis": EnKF(inflation=0.5)}, "inflation"),
         ({"analysis": RobustEnKF(clip=-1.0)}, "clip"),
         ({"analysis": SerialEnKF(relaxation=1.0)}, "relaxation"),
-        ({"analysis": "enkf", "observed": [0, 0]}, "distinct"),
+        ({"analysis": "enkf", "problem": np.zeros((21, 8))}, "problem"),
+        ({"analysis": "enkf", "callback": 3}, "callback"),
     ],
 )
-def test_bad_parameters_are_refused_before_any_work(kwargs, match):
+def test_bad_parameters_are_refused_before_any_work(kwargs, match, monkeypatch):
+    problem = make_twin_problem(n_variables=8, n_cycles=20, random_state=0)
+    monkeypatch.setattr(TwinProblem, "forecast", _no_work)
     with pytest.raises((InvalidParameterError, ValueError, TypeError), match=match):
-        twin_experiment(**{"n_variables": 8, "n_cycles": 20, "spin_up": 5, **kwargs})
+        twin_experiment(**{"problem": problem, "spin_up": 5, **kwargs})
+
+
+def _no_work(*args, **kwargs):
+    raise AssertionError("a cycle ran before the arguments were checked")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"noise": "laplace"}, "noise"),
+        ({"n_variables": 3}, "n_variables"),
+        ({"n_cycles": 10, "spin_up": 10}, "spin_up"),
+        ({"observed": [0, 0]}, "distinct"),
+    ],
+)
+def test_bad_simulation_parameters_are_refused_in_the_deprecated_form(kwargs, match):
+    with pytest.raises((InvalidParameterError, ValueError, TypeError), match=match):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            twin_experiment(**{"analysis": "enkf", "n_variables": 8, "n_cycles": 20, "spin_up": 5, **kwargs})
 
 
 @pytest.mark.slow
@@ -276,7 +310,7 @@ def test_a_problem_and_its_settings_are_not_both_given():
 @pytest.mark.slow
 def test_an_analysis_of_the_wrong_shape_is_reported():
     with pytest.raises(ValueError, match="one analysis member per forecast member"):
-        twin_experiment(lambda forecast, observation: forecast[:-1], **SMALL)
+        twin_experiment(lambda forecast, observation: forecast[:-1], seeded(0, **SMALL)[0], **RUN)
 
 
 def test_an_unbound_step_says_how_to_bind_it():
@@ -301,8 +335,8 @@ def test_analysis_features_standardise_members_and_innovation():
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["member", "truth"])
 def test_training_pairs_have_the_shape_and_law_of_their_target(target):
-    X, y = make_analysis_training_data(n_variables=8, noise="gaussian", n_cycles=80, spin_up=10, ensemble_size=10,
-                                       target=target, random_state=0)
+    problem, rng = seeded(0, n_variables=8, noise="gaussian", n_cycles=80)
+    X, y = make_analysis_training_data(problem, spin_up=10, ensemble_size=10, target=target, random_state=rng)
     assert X.shape == (70 * 8, 10, 4) and y.shape == (70 * 8, 1, 1)
     assert np.all(np.isfinite(X)) and np.all(np.isfinite(y))
     if target == "member":
@@ -343,13 +377,13 @@ def test_learned_analysis_refuses_a_model_of_other_features():
     X, y = make_matrix_inverse(n_samples=8, n_points=8, random_state=0)
     model = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="make_analysis_training_data"):
-        twin_experiment(LearnedAnalysis(model), n_variables=8, n_cycles=5, spin_up=1)
+        twin_experiment(LearnedAnalysis(model), make_twin_problem(n_variables=8, n_cycles=5), spin_up=1)
 
 
 @pytest.mark.slow
 def test_learned_analysis_runs_a_fitted_transformer_in_the_cycle_fast():
-    X, y = make_analysis_training_data(n_variables=8, noise="cauchy", n_cycles=60, spin_up=10, ensemble_size=10,
-                                       random_state=0)
+    problem, rng = seeded(0, n_variables=8, noise="cauchy", n_cycles=60)
+    X, y = make_analysis_training_data(problem, spin_up=10, ensemble_size=10, random_state=rng)
     model = MeasureTransformerRegressor(kernel="log", transform="symlog", d_model=16, n_heads=2, n_layers=1,
                                         batch_size=64, max_epochs=2, random_state=0).fit(X, y)
     problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=40, random_state=1)
@@ -379,11 +413,13 @@ def test_learned_moments_update_with_the_kalman_rule_is_the_serial_enkf():
 def test_learned_analysis_leaves_torch_threads_as_they_were():
     import torch
 
-    X, y = make_analysis_training_data(n_variables=8, n_cycles=20, spin_up=5, ensemble_size=6, random_state=0)
+    problem, rng = seeded(0, n_variables=8, n_cycles=20)
+    X, y = make_analysis_training_data(problem, spin_up=5, ensemble_size=6, random_state=rng)
     model = MeasureTransformerRegressor(transform="symlog", d_model=8, n_heads=2, n_layers=1, max_epochs=1,
                                         random_state=0).fit(X, y)
     threads = torch.get_num_threads()
-    result = twin_experiment(LearnedAnalysis(model, relaxation=0.3), n_variables=8, n_cycles=10, spin_up=2,
-                             ensemble_size=6, random_state=0)
+    problem, rng = seeded(0, n_variables=8, n_cycles=10)
+    result = twin_experiment(LearnedAnalysis(model, relaxation=0.3), problem, spin_up=2, ensemble_size=6,
+                             random_state=rng)
     assert torch.get_num_threads() == threads and np.isfinite(result.rmse_per_cycle).any()
 

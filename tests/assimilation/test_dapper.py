@@ -61,14 +61,14 @@ def test_missing_dapper_raises_import_error_naming_the_extra(no_dapper, gaussian
     [
         ("EnKF_PertObs", {}, r"'method' parameter .* \{'EnKF', 'EnKF_sqrt', 'LETKF', 'PartFilt'\}"),
         ("enkf", {}, "'method' parameter"),
-        ("EnKF", {"inflation": 1.05}, r"\['inflation'\] that DAPPER's EnKF does not take here; it takes infl, rot"),
+        ("EnKF", {"inflation": 1.05}, r"\['inflation'\]; for DAPPER's EnKF .* the keyword arguments it takes are infl, rot"),
         ("EnKF", {"N": 20}, "ensemble_size"),
-        ("EnKF", {"upd_a": "Sqrt"}, "does not take"),
+        ("EnKF", {"upd_a": "Sqrt"}, "unexpected keyword argument"),
         ("EnKF", {"infl": 0.0}, "infl"),
-        ("LETKF", {"infl": 1.02}, "needs loc_rad"),
+        ("LETKF", {"infl": 1.02}, r"'loc_rad' parameter of DAPPER's LETKF .*\(it is required, e.g. loc_rad=4"),
         ("LETKF", {"loc_rad": -1.0}, "loc_rad"),
         ("PartFilt", {"NER": 1.5}, "NER"),
-        ("PartFilt", {"loc_rad": 4}, "does not take"),
+        ("PartFilt", {"loc_rad": 4}, r"unexpected keyword argument\(s\) \['loc_rad'\]"),
     ],
 )
 def test_bad_method_or_parameters_raise_before_dapper_is_imported(no_dapper, gaussian, method, kwargs, match):
@@ -391,3 +391,31 @@ def test_dapper_method_docstring_example_runs():
         xp.stats.average_in_time()
     assert [bool(xp.avrgs.err.rms.a.val < 0.5) for xp in xps] == [True, True, True]
     assert "rmse.a" in xps.tabulate_avrgs(["rmse.a", "rmv.a"], colorize=False)
+
+
+@needs_dapper
+def test_dapper_results_hold_the_forecast_statistics_beside_the_analysis():
+    problem = make_twin_problem(n_variables=8, n_cycles=30, random_state=3)
+    result, xp = _run_dapper("EnKF_sqrt", problem, ensemble_size=12, spin_up=5, random_state=7,
+                             method_params={"infl": 1.02})
+    assert type(xp).__name__ == "EnKF" and "stats" not in type(xp).__dict__  # the recording class is gone
+    forecast_rmse = np.sqrt(np.mean((xp.stats.mu.f - problem.truth[1:]) ** 2, axis=1))
+    np.testing.assert_allclose(result.forecast_rmse_per_cycle, forecast_rmse, rtol=1e-10)
+    np.testing.assert_allclose(result.forecast_spread_per_cycle, np.sqrt(np.mean(xp.stats.spread.f**2, axis=1)),
+                               rtol=1e-10)
+    assert result.forecast_rmse == pytest.approx(forecast_rmse[5:].mean())
+
+
+@needs_dapper
+def test_dapper_inflates_the_analysis_where_the_package_inflates_the_forecast():
+    problem = make_twin_problem(n_variables=8, n_cycles=3, random_state=3)
+    runs = {infl: _run_dapper("EnKF_sqrt", problem, ensemble_size=12, spin_up=0, random_state=7,
+                              method_params={"infl": infl, "rot": False})[1] for infl in (1.0, 1.1)}
+    # DAPPER: the forecast before the first analysis is the same, the analysis anomalies are 1.1 times larger
+    np.testing.assert_array_equal(runs[1.1].stats.spread.f[0], runs[1.0].stats.spread.f[0])
+    np.testing.assert_allclose(runs[1.1].stats.spread.a[0], 1.1 * runs[1.0].stats.spread.a[0], rtol=1e-10)
+    # the package: the forecast is inflated before the update; the same forecast statistics, a wider analysis
+    results = {inflation: twin_experiment(SerialEnKF(inflation=inflation), problem, ensemble_size=12, spin_up=0,
+                                          random_state=7) for inflation in (1.0, 1.1)}
+    assert results[1.1].forecast_spread_per_cycle[0] == results[1.0].forecast_spread_per_cycle[0]
+    assert results[1.1].spread_per_cycle[0] != pytest.approx(1.1 * results[1.0].spread_per_cycle[0], rel=1e-6)

@@ -193,7 +193,8 @@ def test_a_bad_step_parameter_names_the_step(problem, step, message):
 
 def test_a_bad_teacher_parameter_names_the_teacher():
     with pytest.raises(InvalidParameterError, match="The 'relaxation' parameter of SerialEnKF must be"):
-        make_analysis_training_data(SerialEnKF(relaxation=1.0), n_variables=6, n_cycles=5, spin_up=1)
+        make_analysis_training_data(make_twin_problem(n_variables=6, n_cycles=5), teacher=SerialEnKF(relaxation=1.0),
+                                    spin_up=1)
 
 
 def test_the_experiments_own_parameters_still_name_the_experiment():

@@ -35,7 +35,9 @@ MARKER = 1234.5678  # a value that no error message may show
 
 @pytest.fixture(scope="module")
 def learned_model():
-    X, y = make_analysis_training_data(n_variables=6, n_cycles=12, spin_up=2, ensemble_size=8, random_state=0)
+    rng = np.random.RandomState(0)
+    problem = make_twin_problem(n_variables=6, n_cycles=12, random_state=rng)
+    X, y = make_analysis_training_data(problem, spin_up=2, ensemble_size=8, random_state=rng)
     return MeasureTransformerRegressor(transform="symlog", d_model=8, n_heads=2, n_layers=1, max_epochs=1,
                                        random_state=0).fit(X, y)
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
+from sklearn_measattn._lorenz96._model import _integrate_lorenz96, _lorenz96_tendency
 from sklearn_measattn.datasets import OBSERVATION_NOISES, integrate_lorenz96, make_lorenz96_analysis
-from sklearn_measattn.datasets._lorenz96 import _integrate_lorenz96, _lorenz96_tendency
 
 SMALL = {"n_samples": 6, "n_points": 12, "n_features": 6, "prior_size": 256}
 
