@@ -5,6 +5,7 @@ import warnings
 
 from ._persistence import (
     estimator_params_as_data,
+    is_pickle_like,
     network_state,
     not_a_model_error,
     params_from_data,
@@ -119,7 +120,7 @@ def save_model(estimator, path):
     write_state(path, tensors, metadata)
 
 
-def load_model(path, *, device=None):
+def load_model(path, *, device=None, allow_pickle=False):
     """Load a model saved by :func:`save_model`: a fitted estimator, without running anything from the file.
 
     Parameters
@@ -131,6 +132,11 @@ def load_model(path, *, device=None):
         where this machine has it and uses the CPU otherwise (with a warning),
         ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or ``"auto"`` choose. The
         estimator's ``device`` parameter is left as saved.
+    allow_pickle : bool, default=False
+        Also load a fitted estimator pickled with ``joblib.dump`` (or
+        ``pickle.dump``), as ``numpy.load`` does with the same keyword:
+        unpickling runs whatever code the file holds, so pass it only for a
+        file you made or trust. ``device`` does not apply to a pickle.
 
     Returns
     -------
@@ -141,11 +147,13 @@ def load_model(path, *, device=None):
     Raises
     ------
     ValueError
-        When the file is not a model file (a pickle, an archive, another
-        safetensors file), is truncated, was written in a newer format, or is
-        damaged (its tensors or metadata differ from the SHA-256 digest
-        :func:`save_model` recorded: copy it again); the message says which,
-        and nothing in the file was run.
+        When the file is not a model file (a pickle without
+        ``allow_pickle=True``, an archive, another safetensors file), is
+        truncated, was written in a newer format, or is damaged (its tensors
+        or metadata differ from the SHA-256 digest :func:`save_model`
+        recorded: copy it again); the message says which, and nothing in the
+        file was run. With ``allow_pickle=True``, also when the pickle does
+        not hold a fitted ``MeasureTransformerRegressor``.
     FileNotFoundError
         When there is no file at ``path``.
 
@@ -169,6 +177,8 @@ def load_model(path, *, device=None):
     >>> load_model(path).learned_kernel_params_["degree"].shape
     (1, 2)
     """
+    if allow_pickle and os.path.isfile(path) and is_pickle_like(path):
+        return _load_trusted_pickle(path)
     tensors, metadata = read_state(path)
     if metadata.get("estimator") != MeasureTransformerRegressor.__name__:
         raise not_a_model_error(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
@@ -176,6 +186,21 @@ def load_model(path, *, device=None):
     estimator = MeasureTransformerRegressor(**_known_params(params_from_data(metadata["params"])))
     return restore_fitted(estimator, tensors, metadata,
                           device=_load_device(device, metadata["params"].get("device", "auto")))
+
+
+def _load_trusted_pickle(path):
+    import joblib
+
+    try:
+        model = joblib.load(path)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model file"
+        raise not_a_model_error(os.fspath(path), f"it could not be unpickled ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(model, MeasureTransformerRegressor):
+        raise not_a_model_error(os.fspath(path), f"it holds a {type(model).__name__}, not a "
+                                "MeasureTransformerRegressor")
+    if not hasattr(model, "net_"):
+        raise ValueError(f"{os.fspath(path)!r} holds an unfitted MeasureTransformerRegressor; fit it first.")
+    return model
 
 
 def _known_params(params):

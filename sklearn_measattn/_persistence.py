@@ -477,8 +477,8 @@ def read_state(path, *, expected=FORMAT_NAME):
         payload = file.read()
     what = describe_file(payload[:HEAD_BYTES])
     if what is not None:
-        advice = (" Pickles can run code when loaded: load it with joblib.load only if you trust its source, "
-                  "then save it again with sklearn_measattn.save_model") if "pickle" in what else ""
+        advice = (" Pickles can run code when loaded: load it with load_model(..., allow_pickle=True) only if you "
+                  "trust its source, then save it again with sklearn_measattn.save_model") if "pickle" in what else ""
         raise not_a_model_error(path, f"it is {what}, not a safetensors file.{advice}".rstrip("."))
     if len(payload) < 8:
         raise not_a_model_error(path, f"it has {len(payload)} bytes, fewer than a safetensors header")

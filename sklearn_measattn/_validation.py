@@ -164,7 +164,7 @@ def _check_dense(X, input_name, dtype, ensure_min_points, measure=None):
     )
 
 
-def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=1):
+def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=1, n_features=None):
     """Validate a batch of measures; return a 3-D float array and point weights.
 
     Parameters
@@ -178,6 +178,9 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
         Accepted dtypes; others are converted to the first one.
     ensure_min_points : int, default=1
         Minimum number of points in each measure.
+    n_features : int or None, default=None
+        The number of features a fitted estimator takes, refused otherwise
+        with the estimator's own message; None: any.
 
     Returns
     -------
@@ -194,7 +197,22 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
         inside a ragged list.
     TypeError
         On non-numeric or complex data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.datasets import check_measures
+    >>> X, weights = check_measures([np.zeros((3, 2)), np.ones((5, 2))])
+    >>> X.shape, weights.sum(axis=1).tolist()
+    ((2, 5, 2), [3.0, 5.0])
     """
+    checked, weights = _checked_measures(X, input_name, dtype, ensure_min_points)
+    if n_features is not None:
+        check_n_features(checked, n_features, input_name=input_name)
+    return checked, weights
+
+
+def _checked_measures(X, input_name, dtype, ensure_min_points):
     if is_ragged(X):
         arrays = [_check_dense(x[np.newaxis], f"{input_name}[{i}]", dtype, ensure_min_points, measure=i)[0]
                   for i, x in enumerate(_as_arrays(X, input_name))]

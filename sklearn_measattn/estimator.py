@@ -39,7 +39,7 @@ from .kernels import get_kernel
 from .losses import get_loss
 from .metrics import SCORING_SPACES, energy_distance, to_space
 
-__all__ = ["MeasureTransformerRegressor", "StopTraining"]
+__all__ = ["MeasureTransformerRegressor", "StopTraining", "check_checkpoint_dir", "resolve_device"]
 # (``fitted_network`` and ``restore_fitted`` below are for the package's other units: model files, the
 # learned analysis step.)
 

@@ -492,25 +492,15 @@ def record_cycled_priors(runs=RECORDING_RUNS, *, n_cycles=400, spin_up=100, n_me
     recipe simulates the observation afresh from a stand-in member."""
     from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
 
-    out, cycle = [], [0]
-
-    class _Recorder(list):
-        def append(self, item):
-            if cycle[0] >= spin_up:
-                out.append(np.array(item[0], dtype=np.float64))
-
-    class _Recording(RankHistogramFilter):
-        def _prepare(self):
-            super()._prepare()
-            self.recorder_ = _Recorder()
-
-    _Recording.__name__ = "RankHistogramFilter"
+    out = []
     for law, seed in runs:
-        cycle[0] = 0
         problem = make_twin_problem(n_variables=40, observed="all", dt_obs=0.05, n_cycles=n_cycles, random_state=seed,
                                     **law)
-        twin_experiment(_Recording(inflation=1.0, relaxation=0.3), problem, ensemble_size=n_members + 1,
-                        spin_up=spin_up, random_state=seed, callback=lambda k, *_: cycle.__setitem__(0, k + 1))
+        step = RankHistogramFilter(inflation=1.0, relaxation=0.3)
+        with step.recording() as records:
+            twin_experiment(step, problem, ensemble_size=n_members + 1, spin_up=spin_up, random_state=seed)
+        # every variable is observed: 40 scalar updates a cycle, the first spin_up cycles left out
+        out += [np.array(prior, dtype=np.float64) for prior, _, _ in records[spin_up * 40:]]
     return np.stack(out)
 
 

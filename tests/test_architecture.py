@@ -511,6 +511,32 @@ def test_the_script_check_catches_a_private_import():
     assert "_ensemble_scores" in found[2] and "learned_degree" in found[3]
 
 
+# the command line is a user of the package ----------------------------------------------------------------
+
+CLI_MODULES = sorted((PACKAGE / "cli").glob("*.py"))
+
+
+def _cli_imports_outside_itself(source):
+    """The imports of a ``cli`` module that leave ``cli``, written as a script would write them."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level >= 2:
+            module = ".".join(["sklearn_measattn", *filter(None, [node.module])])
+            yield f"from {module} import {', '.join(alias.name for alias in node.names)}\n"
+
+
+@pytest.mark.parametrize("path", CLI_MODULES, ids=lambda p: p.name)
+def test_the_command_line_imports_only_the_public_api(path):
+    """``measattn`` is built on what a user can import: no private module or name of the rest of the package."""
+    source = "".join(_cli_imports_outside_itself(path.read_text()))
+    assert list(_script_violations(source)) == []
+
+
+def test_the_command_line_check_sees_a_private_import():
+    found = list(_script_violations("".join(_cli_imports_outside_itself(
+        "from .._training import resolve_device\nfrom ..estimator import resolve_device\n"))))
+    assert len(found) == 1 and "_training" in found[0]
+
+
 # a public package's two export tiers ----------------------------------------------------------------------
 
 

@@ -15,14 +15,13 @@ loss probe (``_loss``), parameter snapshots (``_params``), random streams
 data-parallel training and batched inference.
 """
 
-from ..preprocessing import transform_points
 from ._callbacks import check_callbacks
 from ._checkpoint import check_checkpoint_dir
 from ._device import resolve_device
 from ._fit import CheckpointPlan, Training, TrainingPlan, prepare_training, restore_network
 from ._fitted import FittedNetwork
 from ._guards import StopTraining
-from ._inference import network_inputs, normalized_point_weights
+from ._inference import normalized_point_weights
 from ._loss import probe_loss
 from ._params import freeze_params, same_params
 
@@ -32,7 +31,6 @@ __all__ = [
     "CheckpointPlan",
     "FittedNetwork",
     "freeze_params",
-    "network_inputs",
     "normalized_point_weights",
     "prepare_training",
     "probe_loss",
@@ -42,7 +40,6 @@ __all__ = [
     "StopTraining",
     "Training",
     "TrainingPlan",
-    "transform_points",
 ]
 
 

@@ -44,7 +44,27 @@ def checkpoint_path(directory):
 
 
 def check_checkpoint_dir(directory):
-    """Refuse a ``checkpoint_dir`` that is a file or cannot be written, before any work."""
+    """Refuse a ``checkpoint_dir`` that is a file or cannot be written, before any work.
+
+    The estimator's ``fit`` checks its ``checkpoint_dir`` with it; a caller
+    can check one before loading any data.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        The directory (created when the fit writes its first checkpoint).
+
+    Raises
+    ------
+    ValueError
+        When it is a file or cannot be written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from sklearn_measattn.estimator import check_checkpoint_dir
+    >>> check_checkpoint_dir(tempfile.mkdtemp())
+    """
     directory = os.fspath(directory)
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise ValueError(f"checkpoint_dir={directory!r} is a file; give a directory (it is created if missing).")

@@ -13,7 +13,31 @@ def resolve_device(device):
     """The torch device a ``device`` parameter names (a string), checked against this machine.
 
     Takes the strings ``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"`` and the
-    equivalent :class:`torch.device` objects, as skorch does.
+    equivalent :class:`torch.device` objects, as skorch does; the estimator's
+    ``fit`` and :func:`~sklearn_measattn.load_model` resolve their ``device``
+    with it, so a caller can check a device before any work.
+
+    Parameters
+    ----------
+    device : str or torch.device
+        The ``device`` parameter.
+
+    Returns
+    -------
+    str
+        ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a CPU or CUDA device, or a GPU this machine
+        lacks.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.estimator import resolve_device
+    >>> resolve_device("cpu")
+    'cpu'
     """
     given = device
     if isinstance(device, torch.device):

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from .._param_validation import validate_parameter_constraints
-from .._validation import POSITIVE_INT, check_float32_range, check_measures, check_n_features
+from .._validation import POSITIVE_INT
 from ..preprocessing import transform_points
 
 __all__ = [
-    "batches", "checked_batch_size", "evaluation", "network_inputs", "normalized_point_weights",
+    "batches", "checked_batch_size", "evaluation", "normalized_point_weights",
     "targets_from_network",
 ]
 
@@ -86,15 +86,3 @@ def targets_from_network(transform_y, transform, y_model, largest_input, *, what
         )
     return y_pred
 
-
-def network_inputs(model, X):
-    """``(X, x_weights, X_model)`` of ``X`` checked for a fitted estimator ``model`` (its public attributes).
-
-    Kept for the command line's input check; inside the package, a
-    :class:`~._fitted.FittedNetwork`'s ``inputs`` does this.
-    """
-    X, x_weights = check_measures(X, input_name="X")
-    check_n_features(X, model.n_features_in_)
-    X_model = transform_points(model.transform_X_, X, "transform")
-    check_float32_range(X_model, "X", model.transform)
-    return X, x_weights, X_model

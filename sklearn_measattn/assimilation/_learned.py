@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import warnings
 from numbers import Real
 
 import numpy as np
-import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._param_validation import HasMethods, Hidden, validate_params
 from .._threads import torch_threads
-from .._training import transform_points
 from .._validation import Choices, NumberInterval
-from ..preprocessing import SymlogTransformer, inverse_symlog, symlog
+from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
 from ._problem import (
     DEPRECATED,
@@ -292,15 +289,17 @@ class LearnedAnalysis(SerialEnKF):
     Examples
     --------
     >>> from sklearn_measattn import MeasureTransformerRegressor
-    >>> from sklearn_measattn.assimilation import LearnedAnalysis, make_analysis_training_data, twin_experiment
-    >>> X, y = make_analysis_training_data(n_variables=8, noise="cauchy", n_cycles=60, spin_up=10,
-    ...                                    ensemble_size=16, random_state=0)
+    >>> from sklearn_measattn.assimilation import (LearnedAnalysis, make_analysis_training_data,
+    ...                                            make_twin_problem, twin_experiment)
+    >>> training = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=60, random_state=0)
+    >>> X, y = make_analysis_training_data(training, ensemble_size=16, spin_up=10, random_state=0)
     >>> X.shape, y.shape
     ((400, 16, 4), (400, 1, 1))
     >>> model = MeasureTransformerRegressor(kernel="log", transform="symlog", d_model=16, n_heads=2, n_layers=1,
     ...                                     max_epochs=2, random_state=0).fit(X, y)
-    >>> result = twin_experiment(LearnedAnalysis(model, inflation=1.05), n_variables=8, noise="cauchy",
-    ...                          n_cycles=50, spin_up=10, ensemble_size=16, random_state=1)
+    >>> problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=50, random_state=1)
+    >>> result = twin_experiment(LearnedAnalysis(model, inflation=1.05), problem, spin_up=10, ensemble_size=16,
+    ...                          random_state=1)
     >>> result.rmse_per_cycle.shape
     (50,)
     """
@@ -352,19 +351,9 @@ class LearnedAnalysis(SerialEnKF):
         model = self.observation_model_
         self.noise_tail_ = model.tail
         self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
-        self._network = getattr(getattr(estimator, "net_", None), "module_", None)
-        self._device = getattr(estimator, "device_", "cpu") if self._network is not None else None
-        transform_X, transform_y = getattr(estimator, "transform_X_", None), getattr(estimator, "transform_y_", None)
-        if isinstance(transform_X, SymlogTransformer) and isinstance(transform_y, SymlogTransformer):
-            # the map itself: the transformer's input checks cost more than the map at every update
-            self._transform = functools.partial(symlog, scale=transform_X.scale)
-            self._inverse_transform = functools.partial(inverse_symlog, scale=transform_y.scale)
-        else:
-            self._transform = functools.partial(transform_points, transform_X, method="transform")
-            self._inverse_transform = functools.partial(transform_points, transform_y, method="inverse_transform")
-        if self._network is not None:
-            # evaluation mode once (training sets its own mode at every epoch), not a switch per update
-            self._network.eval()
+        # the package's own estimator runs its network directly: its input checks cost more than the network
+        # at every one of the thousands of updates of a cycled run
+        self._network = fitted_network(estimator) if isinstance(estimator, MeasureTransformerRegressor) else None
 
     def _predict_standardised(self, features):
         """(n_updates, n_members, n_features) features -> (n_updates, n_members) standardised posteriors, each sorted.
@@ -382,11 +371,7 @@ class LearnedAnalysis(SerialEnKF):
         if self._network is None:
             out = np.asarray(estimator.predict(batch), dtype=np.float64).reshape(len(batch), -1)
         else:
-            X = self._transform(batch)
-            with torch.no_grad():
-                out = self._network(torch.as_tensor(X, dtype=torch.float32, device=self._device))
-            out = out.to(torch.float64).cpu().numpy()
-            out = self._inverse_transform(out).reshape(len(batch), -1)
+            out = self._network.run(batch).reshape(len(batch), -1)
         if not self.reflect_:
             posteriors = np.sort(out, axis=-1)
         else:

@@ -129,14 +129,14 @@ def pretrained_analysis(name="quantile_softmax", **params):
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import pretrained_analysis, twin_experiment
+    >>> from sklearn_measattn.assimilation import make_twin_problem, pretrained_analysis, twin_experiment
     >>> step = pretrained_analysis("quantile_softmax", relaxation=0.3)
     >>> step.noise_ratio_range
     (0.2, 30.0)
     >>> pretrained_analysis("quantile_residual").level_offset
     0.45
-    >>> result = twin_experiment(step, n_variables=10, noise="cauchy", n_cycles=30, spin_up=10,
-    ...                          ensemble_size=10, random_state=0)
+    >>> problem = make_twin_problem(n_variables=10, noise="cauchy", n_cycles=30, random_state=0)
+    >>> result = twin_experiment(step, problem, spin_up=10, ensemble_size=10, random_state=0)
     >>> result.diverged
     False
     """

@@ -142,7 +142,8 @@ def make_synthetic_analysis_data(
     --------
     >>> from sklearn_measattn import MeasureTransformerRegressor
     >>> from sklearn_measattn.assimilation import (LearnedAnalysis, ObservationModel,
-    ...                                            make_synthetic_analysis_data, twin_experiment)
+    ...                                            make_synthetic_analysis_data, make_twin_problem,
+    ...                                            twin_experiment)
     >>> laws = [ObservationModel(n_variables=8, noise="cauchy"), ObservationModel(n_variables=8)]
     >>> X, y = make_synthetic_analysis_data(laws, n_priors=200, draws=2, ensemble_size=10, random_state=0)
     >>> X.shape, y.shape
@@ -150,8 +151,8 @@ def make_synthetic_analysis_data(
     >>> model = MeasureTransformerRegressor(kernel="softmax", transform="symlog", d_model=16, n_heads=2,
     ...                                     n_layers=1, max_epochs=2, random_state=0).fit(X, y)
     >>> step = LearnedAnalysis(model, noise_ratio_range=(0.2, 30.0), relaxation=0.3)
-    >>> result = twin_experiment(step, n_variables=8, noise="cauchy", n_cycles=40, spin_up=10,
-    ...                          ensemble_size=10, random_state=1)
+    >>> problem = make_twin_problem(n_variables=8, noise="cauchy", n_cycles=40, random_state=1)
+    >>> result = twin_experiment(step, problem, spin_up=10, ensemble_size=10, random_state=1)
     >>> result.rmse_per_cycle.shape
     (40,)
     """

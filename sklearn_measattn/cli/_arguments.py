@@ -16,7 +16,6 @@ import math
 
 __all__ = [
     "DEFAULT_KERNELS",
-    "accepted_by",
     "add_group_column_option",
     "add_loader_options",
     "device",
@@ -70,33 +69,10 @@ def seed(text):
 def device(text):
     """``auto``, ``cpu``, ``cuda`` or ``cuda:N``, unchanged once the estimator's device check takes it (it resolves
     the value again when it trains; an argparse type: see the module docstring, the message is the estimator's)."""
-    from .._training import resolve_device  # torch: only once a device is read, never for --help
+    from ..estimator import resolve_device  # torch: only once a device is read, never for --help
 
-    return accepted_by(resolve_device, text)
-
-
-def accepted_by(check, text):
-    """``text``, unchanged, once the library's ``check(text)`` takes it; its ``ValueError`` becomes argparse's.
-
-    Parameters
-    ----------
-    check : callable
-        Raises ``ValueError`` for a value the library refuses.
-    text : str
-        The value as typed.
-
-    Returns
-    -------
-    text : str
-        The value, unchanged.
-
-    Raises
-    ------
-    argparse.ArgumentTypeError
-        With ``check``'s message.
-    """
     try:
-        check(text)
+        resolve_device(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text

@@ -11,10 +11,11 @@ torch, skorch and the estimator are imported when the command runs, not for
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 
-from ._arguments import accepted_by, add_group_column_option, add_loader_options, positive_int
+from ._arguments import add_group_column_option, add_loader_options, positive_int
 from ._estimator_options import add_estimator_options, estimator_params
 from ._files import check_outputs, load_pair
 from ._report import describe_measures, describe_training, fail, say
@@ -29,9 +30,13 @@ _SHOWN_PARAMETERS = ("kernel", "transform", "max_epochs", "d_model", "n_layers",
 
 def _checkpoint_dir(text):
     """A ``--checkpoint`` directory the estimator can write to, checked as the command line is read."""
-    from .._training import check_checkpoint_dir
+    from ..estimator import check_checkpoint_dir
 
-    return accepted_by(check_checkpoint_dir, text)
+    try:
+        check_checkpoint_dir(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_parser(subparsers):

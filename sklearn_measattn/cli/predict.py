@@ -59,51 +59,30 @@ def add_parser(subparsers):
 
 
 def _load_model(parser, path, *, allow_pickle):
-    import joblib
-
-    from .. import MeasureTransformerRegressor, load_model
-    from .._persistence import is_pickle_like
+    from .. import load_model
 
     if not os.path.isfile(path):
         parser.error(f"MODEL {path!r}: no such file")
-    if not is_pickle_like(path):
-        try:
-            return load_model(path)
-        except ValueError as exc:
-            parser.error(f"MODEL {exc}")
-    if not allow_pickle:
-        parser.error(f"MODEL {path!r} is a pickle (e.g. joblib.dump), and loading a pickle runs whatever code it "
-                     "holds. It was not loaded. Use a model saved by measattn fit (a .safetensors file), or pass "
-                     "--allow-pickle if you made this file yourself or trust its source.")
     try:
-        model = joblib.load(path)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a model file"
-        parser.error(f"MODEL {path!r} could not be loaded ({type(exc).__name__}: {exc}); give a file written by "
-                     "measattn fit, save_model or joblib.dump")
-    if not isinstance(model, MeasureTransformerRegressor):
-        parser.error(f"MODEL {path!r} holds a {type(model).__name__}, not a MeasureTransformerRegressor")
-    if not hasattr(model, "net_"):
-        parser.error(f"MODEL {path!r} holds an unfitted MeasureTransformerRegressor; fit it first")
-    return model
+        return load_model(path, allow_pickle=allow_pickle)
+    except ValueError as exc:
+        hint = (" It was not loaded: loading a pickle runs whatever code it holds. Use a model saved by measattn "
+                "fit (a .safetensors file), or pass --allow-pickle if you made this file yourself or trust its "
+                "source.") if "is a pickle" in str(exc) and not allow_pickle else ""
+        parser.error(f"MODEL {exc}{hint}")
 
 
 def _check_inputs(parser, model, X, points):
     """The measures, then the query points, each checked against the model on its own, so that a refusal
     names the option that brought the file. Whether they pair up is left to ``transport``."""
-    from .._training import network_inputs
-    from .._validation import check_measures, check_n_features
+    from ..datasets import check_measures
 
-    try:
-        network_inputs(model, X)
-    except (ValueError, TypeError) as exc:
-        option_error(parser, DATA_FILE.file, exc)
-    if points is None:
-        return
-    try:
-        checked, _ = check_measures(points, input_name="points")
-        check_n_features(checked, model.n_features_in_, input_name="points")
-    except (ValueError, TypeError) as exc:
-        option_error(parser, POINTS_FILE.file, exc)
+    for option, measures, name in ((DATA_FILE.file, X, "X"), (POINTS_FILE.file, points, "points")):
+        if measures is not None:
+            try:
+                check_measures(measures, input_name=name, n_features=model.n_features_in_)
+            except (ValueError, TypeError) as exc:
+                option_error(parser, option, exc)
 
 
 def _options_at_fault(X, points):

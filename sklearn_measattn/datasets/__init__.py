@@ -16,6 +16,7 @@ A batch of measures is a float array ``(n_samples, n_points, n_features)``: samp
 """
 
 from .._tails import TAILS
+from .._validation import check_measures
 from ._benchmarks import (
     BENCHMARK_NAMES,
     load_benchmark,
@@ -36,6 +37,7 @@ __all__ = [
     "load_benchmark",
     "sample_target_law",
     "load_measures",
+    "check_measures",
     "make_lorenz96_analysis",
     "integrate_lorenz96",
 ]
