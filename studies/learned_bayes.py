@@ -811,23 +811,13 @@ def spread_balance(steps, *, law="cauchy", seed=41, n_cycles=300, spin_up=100, e
     """
     from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
 
-    records = []
-
-    class _Recorder(list):
-        def append(self, item):
-            records.append((np.array(item[0], dtype=np.float64), float(item[1])))
-
-    class _Recording(RankHistogramFilter):
-        def _prepare(self):
-            super()._prepare()
-            self.recorder_ = _Recorder()
-
-    _Recording.__name__ = "RankHistogramFilter"
     problem = make_twin_problem(n_variables=40, observed="all", dt_obs=0.05, n_cycles=n_cycles, random_state=seed,
                                 **CYCLE_LAWS[law])
-    twin_experiment(_Recording(inflation=1.0, relaxation=0.3), problem, ensemble_size=N_MEMBERS, spin_up=spin_up,
-                    random_state=seed)
-    records = records[spin_up * problem.observation_model.observed.size::every]
+    step = RankHistogramFilter(inflation=1.0, relaxation=0.3)
+    with step.recording() as recorded:
+        twin_experiment(step, problem, ensemble_size=N_MEMBERS, spin_up=spin_up, random_state=seed)
+    records = [(np.array(prior, dtype=np.float64), float(observation))
+               for prior, observation, _ in recorded[spin_up * problem.observation_model.observed.size::every]]
     model = ObservationModel(n_variables=4, **CYCLE_LAWS[law])
     updates = {"RHF": RankHistogramFilter(), **steps}
     sd = np.array([p.std(ddof=1) for p, _ in records])
