@@ -7,7 +7,7 @@ which it varies). Each option's ``type`` or ``choices`` hold the parameter's
 domain, so argparse refuses a bad value as the command line is read, before any
 file, naming the option; the estimator checks the whole of its parameters again
 when it fits. The help shows the estimator's defaults from
-:data:`~._names.ESTIMATOR_DEFAULTS` (or a command's own), so that ``--help``
+each option's ``estimator_default`` (or a command's own), so that ``--help``
 does not import the estimator (and torch).
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ._arguments import device, positive_float, positive_int, seed
-from ._names import ALL_KERNEL_NAMES, ESTIMATOR_DEFAULTS, LOSS_NAMES
+from ._names import ALL_KERNEL_NAMES, LOSS_NAMES
 
 __all__ = ["ESTIMATOR_OPTIONS", "EstimatorOption", "add_estimator_options", "estimator_params"]
 
@@ -45,6 +45,10 @@ class EstimatorOption:
         The value when the option is not given; None leaves the estimator's default.
     aliases : dict, default={}
         Values spelled otherwise on the command line (``"none"`` for None).
+    estimator_default : object, default=None
+        The estimator's own default, which the help shows (written here, so
+        that ``--help`` does not import the estimator; a test checks it is
+        the estimator's).
     """
 
     flag: str
@@ -55,6 +59,7 @@ class EstimatorOption:
     metavar: str | None = None
     default: object = None
     aliases: dict = field(default_factory=dict)
+    estimator_default: object = None
 
     @property
     def dest(self):
@@ -65,30 +70,36 @@ class EstimatorOption:
 #: The options of ``measattn fit`` that set estimator hyper-parameters, in the order of the help.
 ESTIMATOR_OPTIONS = (
     EstimatorOption("--kernel", "kernel", f"attention kernel, from {', '.join(ALL_KERNEL_NAMES)} (default {{default}})",
-                    choices=ALL_KERNEL_NAMES, metavar="KERNEL"),
+                    choices=ALL_KERNEL_NAMES, metavar="KERNEL", estimator_default="log"),
     EstimatorOption("--transform", "transform", "pointwise transform of the data, inverted on the predictions "
                                                 "(default none; symlog for heavy tails)",
                     choices=("none", "symlog"), aliases={"none": None}),
-    EstimatorOption("--epochs", "max_epochs", "training epochs (default {default})", type=positive_int),
-    EstimatorOption("--d-model", "d_model", "model width (default {default})", type=positive_int),
-    EstimatorOption("--n-heads", "n_heads", "attention heads (default {default})", type=positive_int),
-    EstimatorOption("--n-layers", "n_layers", "blocks (default {default})", type=positive_int),
+    EstimatorOption("--epochs", "max_epochs", "training epochs (default {default})", type=positive_int,
+                    estimator_default=100),
+    EstimatorOption("--d-model", "d_model", "model width (default {default})", type=positive_int,
+                    estimator_default=64),
+    EstimatorOption("--n-heads", "n_heads", "attention heads (default {default})", type=positive_int,
+                    estimator_default=4),
+    EstimatorOption("--n-layers", "n_layers", "blocks (default {default})", type=positive_int, estimator_default=2),
     EstimatorOption("--dim-feedforward", "dim_feedforward",
-                    "hidden width of the feed-forward networks (default {default})", type=positive_int),
+                    "hidden width of the feed-forward networks (default {default})", type=positive_int,
+                    estimator_default=128),
     EstimatorOption("--lr", "lr", "learning rate, the peak with --lr-schedule onecycle (default {default})",
-                    type=positive_float),
+                    type=positive_float, estimator_default=0.001),
     EstimatorOption("--lr-schedule", "lr_schedule", "learning-rate schedule (default {default})",
-                    choices=("constant", "onecycle")),
-    EstimatorOption("--batch-size", "batch_size", "measures per batch (default {default})", type=positive_int),
+                    choices=("constant", "onecycle"), estimator_default="constant"),
+    EstimatorOption("--batch-size", "batch_size", "measures per batch (default {default})", type=positive_int,
+                    estimator_default=32),
     EstimatorOption("--loss", "loss", "training loss (default {default}; mse needs targets paired point by point)",
-                    choices=LOSS_NAMES),
+                    choices=LOSS_NAMES, estimator_default="energy"),
     EstimatorOption("--context-size", "context_size",
                     "attend to a random subsample of at most N points of each measure (fresh each training step; "
                     "every point still gets its image), for ensembles of many thousand points "
                     "(default: the whole measure)", type=positive_int, metavar="N"),
     EstimatorOption("--seed", "random_state", "seed of the initial weights and shuffling (default 0)", type=seed,
                     default=0),
-    EstimatorOption("--device", "device", "auto, cpu, cuda or cuda:N (default: auto)", type=device),
+    EstimatorOption("--device", "device", "auto, cpu, cuda or cuda:N (default: auto)", type=device,
+                    estimator_default="auto"),
 )
 
 
@@ -103,9 +114,9 @@ def add_estimator_options(group, *, leave_out=(), defaults=None):
         The parameters whose options the command does not offer (those it sets itself).
     defaults : dict or None, default=None
         The defaults the help shows, by parameter, where the command's differ
-        from :data:`~._names.ESTIMATOR_DEFAULTS`.
+        from the options' ``estimator_default``.
     """
-    shown = {**ESTIMATOR_DEFAULTS, **(defaults or {})}
+    shown = {option.parameter: option.estimator_default for option in ESTIMATOR_OPTIONS} | (defaults or {})
     for option in ESTIMATOR_OPTIONS:
         if option.parameter not in leave_out:
             group.add_argument(option.flag, dest=option.dest, type=option.type, choices=option.choices,

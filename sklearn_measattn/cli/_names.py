@@ -12,7 +12,6 @@ from __future__ import annotations
 __all__ = [
     "ALL_KERNEL_NAMES",
     "BENCHMARK_NAMES",
-    "ESTIMATOR_DEFAULTS",
     "KERNEL_NAMES",
     "LOSS_NAMES",
     "SPARSE_KERNEL_NAMES",
@@ -31,21 +30,3 @@ TAILS = ("gaussian", "student_t", "pareto")
 BENCHMARK_NAMES = ("matrix_inverse", "sheared_swap")
 #: The keys of :data:`sklearn_measattn.losses.LOSSES`: the training losses.
 LOSS_NAMES = ("energy", "sliced", "sinkhorn", "mse", "quantile")
-#: The defaults of :class:`~sklearn_measattn.MeasureTransformerRegressor` that ``measattn fit --help`` shows
-#: (one for each option of the estimator option table).
-ESTIMATOR_DEFAULTS = {
-    "kernel": "log",
-    "transform": None,
-    "max_epochs": 100,
-    "d_model": 64,
-    "n_heads": 4,
-    "n_layers": 2,
-    "dim_feedforward": 128,
-    "lr": 0.001,
-    "lr_schedule": "constant",
-    "batch_size": 32,
-    "loss": "energy",
-    "context_size": None,
-    "random_state": None,
-    "device": "auto",
-}

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from sklearn_measattn import MeasureTransformerRegressor
+from sklearn_measattn._training import FittedNetwork
 from sklearn_measattn.assimilation import (
     LearnedAnalysis,
     ObservationModel,
@@ -97,9 +98,8 @@ def test_a_learned_step_in_groups_makes_one_network_call_per_group(learned_model
     model = ObservationModel(n_variables=N_VARIABLES, noise="cauchy")
     step = LearnedAnalysis(learned_model, localization_radius=2.0, batch_disjoint=True).bind(model)
     calls = []
-    network = step._network
-    original = network.forward
-    monkeypatch.setattr(network, "forward", lambda X: calls.append(X.shape[0]) or original(X))
+    original = FittedNetwork.run
+    monkeypatch.setattr(FittedNetwork, "run", lambda self, X: calls.append(X.shape[0]) or original(self, X))
     grouped = step(forecast, observation)
     groups = step._disjoint_groups(model.observed)
     assert calls == [2 * len(group) for group in groups]  # each problem and its reflection

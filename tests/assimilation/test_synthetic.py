@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from sklearn_measattn import MeasureTransformerRegressor
+from sklearn_measattn._training import FittedNetwork
 from sklearn_measattn.assimilation import (
     RANKED_ANALYSIS_FEATURES,
     LearnedAnalysis,
@@ -104,8 +105,8 @@ def test_a_learned_step_averages_with_the_reflection_only_for_a_symmetric_law(ra
     forced = LearnedAnalysis(ranked_model, reflect=True).bind(sampled)
     assert symmetric.reflect_ and not skewed.reflect_ and forced.reflect_
     batches = []
-    original = skewed._network.forward
-    monkeypatch.setattr(skewed._network, "forward", lambda X: batches.append(X.shape[0]) or original(X))
+    original = FittedNetwork.run
+    monkeypatch.setattr(FittedNetwork, "run", lambda self, X: batches.append(X.shape[0]) or original(self, X))
     prior = np.random.default_rng(0).standard_normal(8)
     skewed.scalar_update(prior, 0.7)
     forced.scalar_update(prior, 0.7)

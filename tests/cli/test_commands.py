@@ -123,8 +123,11 @@ def test_help_tables_agree_with_the_library():
     assert _names.SPARSE_KERNEL_NAMES == tuple(SPARSE_KERNEL_NAMES)
     assert _names.TAILS == tuple(TAILS) and _names.BENCHMARK_NAMES == tuple(BENCHMARK_NAMES)
     assert _names.LOSS_NAMES == tuple(LOSSES)
+    from sklearn_measattn.cli._estimator_options import ESTIMATOR_OPTIONS
+
     defaults = MeasureTransformerRegressor().get_params()
-    assert _names.ESTIMATOR_DEFAULTS == {name: defaults[name] for name in _names.ESTIMATOR_DEFAULTS}
+    shown = {option.parameter: option.estimator_default for option in ESTIMATOR_OPTIONS}
+    assert shown == {name: defaults[name] for name in shown}
 
 
 @pytest.mark.slow

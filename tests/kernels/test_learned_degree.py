@@ -130,8 +130,11 @@ def test_the_learned_poly_name_runs_in_compare_like_the_other_kernels():
     kernel = get_kernel("learned_poly")
     assert kernel.name == "learned_poly" and kernel.params == {"degree": "learn"}
     assert get_kernel("poly", degree="learn").name == "learned_poly"
+    from sklearn_measattn import MeasureTransformerRegressor
+
+    template = MeasureTransformerRegressor(max_epochs=1, d_model=8, n_heads=2, n_layers=1, batch_size=16)
     rows = compare_kernels(kernels=["learned_poly"], transforms=[None], n_samples=8, n_points=16, n_test=4,
-                           epochs=1, d_model=8, n_heads=2, n_layers=1)
+                           estimator=template)
     fit = next(row for row in rows if row["kernel"] == "learned_poly")
     assert fit["status"] == "ok" and 0 < fit["attention_ess"] <= 1
 
