@@ -98,6 +98,8 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         Hidden width of the feed-forward networks.
     norm : {"post", "pre"}, default="post"
         Post-norm blocks (LayerNorm after each residual) or pre-norm.
+    activation : {"gelu", "relu", "tanh"}, default="gelu"
+        Activation of the feed-forward networks.
     dropout : float, default=0.0
         Dropout rate in [0, 1).
     residual : bool, default=False
@@ -283,6 +285,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         "n_layers": [_POSITIVE_INT],
         "dim_feedforward": [_POSITIVE_INT],
         "norm": [StrOptions({"post", "pre"})],
+        "activation": [StrOptions({"gelu", "relu", "tanh"})],
         "residual": ["boolean"],
         "dropout": [NumberInterval(Real, 0, 1, closed="left")],
         "loss": [str, callable],
@@ -316,7 +319,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
     #: refuses a change are written from this table.
     _continued_fit: dict = {
         "kernel": _FIXED, "kernel_params": _FIXED, "transform": _FIXED, "d_model": _FIXED, "n_heads": _FIXED,
-        "n_layers": _FIXED, "dim_feedforward": _FIXED, "norm": _FIXED, "dropout": _FIXED,
+        "n_layers": _FIXED, "dim_feedforward": _FIXED, "norm": _FIXED, "activation": _FIXED, "dropout": _FIXED,
         "residual": _FIXED,
         "attention_backend": _FIXED, "random_state": _FIXED, "shuffle": _FIXED, "distributed": _FIXED,
         "context_size": _FIXED, "device": _FIXED,
@@ -340,6 +343,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         n_layers=2,
         dim_feedforward=128,
         norm="post",
+        activation="gelu",
         dropout=0.0,
         residual=False,
         loss="energy",
@@ -372,6 +376,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.n_layers = n_layers
         self.dim_feedforward = dim_feedforward
         self.norm = norm
+        self.activation = activation
         self.dropout = dropout
         self.residual = residual
         self.loss = loss
@@ -616,6 +621,7 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
             "kernel": self.kernel,
             "kernel_params": self.kernel_params,
             "norm_first": self.norm == "pre",
+            "activation": self.activation,
             "residual": self.residual,
             "attention_backend": self.attention_backend,
         }

@@ -84,6 +84,8 @@ ESTIMATOR_OPTIONS = (
     EstimatorOption("--dim-feedforward", "dim_feedforward",
                     "hidden width of the feed-forward networks (default {default})", type=positive_int,
                     estimator_default=128),
+    EstimatorOption("--activation", "activation", "activation of the feed-forward networks (default {default})",
+                    choices=("gelu", "relu", "tanh"), estimator_default="gelu"),
     EstimatorOption("--lr", "lr", "learning rate, the peak with --lr-schedule onecycle (default {default})",
                     type=positive_float, estimator_default=0.001),
     EstimatorOption("--lr-schedule", "lr_schedule", "learning-rate schedule (default {default})",
