@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import math
 import sys
 import time
@@ -639,7 +640,8 @@ def residual_model(net):
 
 
 def fit_residual_analysis(n_priors=30000, *, draws=4, candidates=16, innovation_power=1.0, max_epochs=5,
-                          ratio_range=RESIDUAL_RATIO_RANGE, seed=0, verbose=1):
+                          ratio_range=RESIDUAL_RATIO_RANGE, prior_weights=None, lr_schedule="onecycle", seed=0,
+                          verbose=1):
     """The residual recipe through the package alone: ``make_synthetic_analysis_data`` and ``fit``.
 
     The pairs of :func:`train_residual_analysis` (the same laws, ratios and
@@ -647,8 +649,11 @@ def fit_residual_analysis(n_priors=30000, *, draws=4, candidates=16, innovation_
     generator, so other draws) in the seven Kalman features, and a
     ``MeasureTransformerRegressor`` with ``residual=True`` and the quantile
     loss at the levels ``(k - 0.3) / (N + 0.4)``, trained by its own
-    ``fit`` (AdamW at a constant rate, where the study's loop uses Adam with
-    cosine decay). Returns the fitted model with ``fit_seconds_``.
+    ``fit`` (AdamW with the one-cycle schedule by default, which ends in a
+    cosine decay as the study's loop does; ``"constant"`` keeps the rate).
+    ``prior_weights``: the package's kinds of synthetic prior (None: its
+    default, Gaussian, skewed and bimodal). Returns the fitted model with
+    ``fit_seconds_``.
     """
     from sklearn_measattn import MeasureTransformerRegressor
     from sklearn_measattn.assimilation import make_synthetic_analysis_data
@@ -658,10 +663,12 @@ def fit_residual_analysis(n_priors=30000, *, draws=4, candidates=16, innovation_
             ObservationModel(n_variables=4, noise="student_t", df=1.0 / tail) for tail in TAILS]
     X, y = make_synthetic_analysis_data(laws, n_priors=n_priors, draws=draws, ensemble_size=N_MEMBERS,
                                         noise_ratio_range=ratio_range, innovation_power=innovation_power,
-                                        candidates=candidates, features="kalman", random_state=seed)
+                                        candidates=candidates, prior_weights=prior_weights, features="kalman",
+                                        random_state=seed)
     model = MeasureTransformerRegressor(
         kernel="softmax", transform=None, residual=True, d_model=32, n_heads=4, n_layers=2, dim_feedforward=64,
-        loss="quantile", loss_params={"level_offset": LEVEL_OFFSETS["identity"]}, lr=2e-3, batch_size=256,
+        loss="quantile", loss_params={"level_offset": LEVEL_OFFSETS["identity"]}, lr=2e-3, lr_schedule=lr_schedule,
+        batch_size=256,
         max_epochs=max_epochs, random_state=seed, device="cpu", verbose=verbose,
     )
     start = time.perf_counter()
@@ -925,14 +932,19 @@ def heldout_check(net, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73), 
     """
     from assimilation_reference import MEMBERS, SYSTEM, grids, learned_grid, tuned
 
-    from sklearn_measattn.assimilation import make_twin_problem, twin_experiment
+    from sklearn_measattn import MeasureTransformerRegressor
+    from sklearn_measattn.assimilation import LearnedAnalysis, make_twin_problem, twin_experiment
 
+    if isinstance(net, MeasureTransformerRegressor):  # the package's model: LearnedAnalysis reads its levels
+        candidates = learned_grid(net, functools.partial(LearnedAnalysis, level_offset=output_offset,
+                                                         noise_ratio_range=RESIDUAL_RATIO_RANGE))
+    else:
+        candidates = [step.set_params(output_offset=output_offset) for step in learned_grid(net, ResidualAnalysis)]
     rows = []
     for setting in settings:
         law = HELDOUT_SETTINGS[setting]
         chosen = {"RHF": tuned(grids()["RHF (Bayes, true likelihood)"], law, seed=0),
-                  "learned": tuned([step.set_params(output_offset=output_offset)
-                                    for step in learned_grid(net, ResidualAnalysis)], law, seed=0)}
+                  "learned": tuned(candidates, law, seed=0)}
         for seed in seeds:
             problem = make_twin_problem(**SYSTEM, **law, n_cycles=cycles + spin_up, random_state=seed)
             reference = None
@@ -941,7 +953,8 @@ def heldout_check(net, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73), 
                 reference = reference or result
                 row = {"setting": setting, "seed": seed, "method": name, "inflation": step.inflation,
                        "relaxation": step.relaxation,
-                       "output_offset": getattr(step, "output_offset", ""), "cycles": cycles, "spin_up": spin_up,
+                       "output_offset": getattr(step, "output_offset", getattr(step, "level_offset", "")),
+                       "cycles": cycles, "spin_up": spin_up,
                        "rmse": result.rmse,
                        "crps": result.crps, "spread": result.spread, "diverged": result.diverged,
                        "rmse_ratio": result.rmse / reference.rmse, "crps_ratio": result.crps / reference.crps,
@@ -1000,6 +1013,9 @@ def main(argv=None):
     parser.add_argument("--fit-residual", default=None,
                         help="train the residual recipe through the package (fit_residual_analysis) and save it here "
                              "(an existing file is loaded instead)")
+    parser.add_argument("--t-priors", type=float, default=0.0,
+                        help="with --fit-residual: weight of Student-t priors among the synthetic ones (default 0: "
+                             "Gaussian 0.5, skewed 0.3, bimodal 0.2 only)")
     parser.add_argument("--compare-fit", default=None,
                         help="csv: the --fit-residual model beside the shipped quantile_residual and the RHF on new "
                              "seeds (compare_fit_route)")
@@ -1054,7 +1070,9 @@ def fit_route_main(args):
     if path.exists():
         model = load_model(path)
     else:
-        model = fit_residual_analysis(args.n_priors, max_epochs=args.residual_epochs)
+        weights = None if not args.t_priors else {"gaussian": 0.5, "skewed": 0.3, "bimodal": 0.2,
+                                                  "student_t": args.t_priors}
+        model = fit_residual_analysis(args.n_priors, max_epochs=args.residual_epochs, prior_weights=weights)
         print(f"# fitted in {model.fit_seconds_:.0f} s", flush=True)
         save_model(model, path)
     shipped = load_model(analysis_model_path("quantile_residual"))
@@ -1065,6 +1083,9 @@ def fit_route_main(args):
             for name, m in models.items()}}, out=args.diagnostic))
     if args.compare_fit:
         compare_fit_route(models, out=args.compare_fit)
+    if args.heldout:
+        heldout_check(model, settings=args.heldout_settings, seeds=args.heldout_seeds, cycles=args.heldout_cycles,
+                      out=args.heldout, output_offset=args.output_offset)
     return 0
 
 

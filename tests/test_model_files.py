@@ -242,6 +242,26 @@ def test_files_that_are_not_model_files_are_refused_and_never_run(good_file, tmp
     assert "Upgrade" in _message(tmp_path / "future_format.safetensors")
 
 
+def test_a_trusted_pickle_loads_only_with_allow_pickle(heavy, tmp_path):
+    model = _fit(*heavy, max_epochs=1)
+    path = tmp_path / "trusted.joblib"
+    joblib.dump(model, path)
+    with pytest.raises(ValueError, match=r"it is a pickle.*allow_pickle=True"):
+        load_model(path)
+    loaded = load_model(path, allow_pickle=True)
+    np.testing.assert_array_equal(loaded.predict(heavy[0]), model.predict(heavy[0]))
+    joblib.dump({"not": "a model"}, tmp_path / "dict.joblib")
+    with pytest.raises(ValueError, match="holds a dict, not a MeasureTransformerRegressor"):
+        load_model(tmp_path / "dict.joblib", allow_pickle=True)
+    joblib.dump(MeasureTransformerRegressor(), tmp_path / "unfitted.joblib")
+    with pytest.raises(ValueError, match="unfitted MeasureTransformerRegressor; fit it first"):
+        load_model(tmp_path / "unfitted.joblib", allow_pickle=True)
+    # a model file loads as before with the keyword set
+    save_model(model, tmp_path / "model.safetensors")
+    np.testing.assert_array_equal(load_model(tmp_path / "model.safetensors", allow_pickle=True).predict(heavy[0]),
+                                  model.predict(heavy[0]))
+
+
 def _message(path):
     with pytest.raises(ValueError) as info:
         load_model(path)

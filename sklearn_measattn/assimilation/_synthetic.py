@@ -15,7 +15,7 @@ from ._problem import ObservationModel
 __all__ = ["PRIOR_KINDS", "make_synthetic_analysis_data"]
 
 #: The kinds of synthetic prior :func:`make_synthetic_analysis_data` draws.
-PRIOR_KINDS = ("gaussian", "skewed", "bimodal")
+PRIOR_KINDS = ("gaussian", "skewed", "bimodal", "student_t")
 
 
 def _draw_priors(kind, n_priors, n_members, rng):
@@ -25,6 +25,8 @@ def _draw_priors(kind, n_priors, n_members, rng):
         return z
     if kind == "skewed":  # lognormal, shape 0.5 to 1
         return np.exp(rng.uniform(0.5, 1.0, (n_priors, 1)) * z)
+    if kind == "student_t":  # Student-t with 3 degrees of freedom: members far out, as an overconfident forecast meets
+        return rng.standard_t(3.0, (n_priors, n_members))
     # bimodal: two Gaussian modes 3 to 5 sd apart, weights 0.2 to 0.8
     gap = rng.uniform(3.0, 5.0, (n_priors, 1))
     weight = rng.uniform(0.2, 0.8, (n_priors, 1))
@@ -79,7 +81,9 @@ def make_synthetic_analysis_data(
     synthetic prior has ``ensemble_size + 1`` exchangeable members, of a
     kind drawn by ``prior_weights`` from :data:`PRIOR_KINDS` (Gaussian;
     skewed: lognormal with shape 0.5 to 1; bimodal: two modes 3 to 5 sd
-    apart). ``draws`` times per prior, a different member stands in for the
+    apart; student_t: Student-t with 3 degrees of freedom, whose far
+    members give the observations far from the ensemble that light-tailed
+    noise otherwise never shows a model). ``draws`` times per prior, a different member stands in for the
     truth and the other ``ensemble_size`` form the prior; the observation is
     the stand-in plus noise of a law of ``noise`` (one per prior, at random)
     at a noise-to-prior scale ratio drawn log-uniformly from

@@ -75,6 +75,21 @@ def test_selection_on_the_innovation_shows_far_observations_more_often():
     assert np.median(np.abs(far[:, 0, innovation])) > 1.5 * np.median(np.abs(plain[:, 0, innovation]))
 
 
+def test_student_t_priors_show_gaussian_noise_far_from_the_ensemble_and_leave_the_default_draws_alone():
+    def far_share(kinds):
+        X, _ = make_synthetic_analysis_data(GAUSSIAN, n_priors=4000, draws=1, ensemble_size=20, prior_weights=kinds,
+                                            reflect=False, random_state=4)
+        # the innovation in its own standard deviation (sqrt(1 + ratio^2) prior sd)
+        ratio = np.exp(X[:, 0, FEATURE["log_noise_ratio"]])
+        return np.mean(np.abs(X[:, 0, FEATURE["innovation"]]) / np.sqrt(1 + ratio**2) > 4)
+
+    assert far_share({"student_t": 1.0}) > 5 * max(far_share({"gaussian": 1.0}), 1e-3)
+    default, _ = make_synthetic_analysis_data(GAUSSIAN, n_priors=50, draws=1, ensemble_size=5, random_state=0)
+    explicit, _ = make_synthetic_analysis_data(GAUSSIAN, n_priors=50, draws=1, ensemble_size=5, random_state=0,
+                                               prior_weights={"gaussian": 0.5, "skewed": 0.3, "bimodal": 0.2})
+    np.testing.assert_array_equal(default, explicit)
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"noise": "cauchy"}, TypeError, "'noise' parameter of make_synthetic_analysis_data must be an instance"),
     ({"noise": []}, TypeError, "non-empty list"),
