@@ -64,6 +64,8 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--worker", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2: the first epoch (start-up) is left out of the median")
     if args.worker:
         fit_and_report(args, True, args.batch_size, 1, args.worker)
         return 0

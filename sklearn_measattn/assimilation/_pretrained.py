@@ -20,6 +20,17 @@ class _ShippedModel:
 
 
 _SHIPPED = {
+    "quantile_residual_fit": _ShippedModel(
+        description=(
+            "the residual recipe of quantile_residual trained by the package alone: make_synthetic_analysis_data "
+            "with Student-t priors among the synthetic ones (far observations under light-tailed noise) and "
+            "MeasureTransformerRegressor.fit (residual, quantile loss, one-cycle schedule); members read at the "
+            "levels (k - 0.45) / (N + 0.1); the assimilation page's second held-out learned row"
+        ),
+        noise_ratio_range=(0.1, 100.0),
+        level_offset=0.45,
+        trained_by="python studies/learned_bayes.py --fit-residual <model file> --t-priors 0.25 --diagnostic \"\"",
+    ),
     "quantile_residual": _ShippedModel(
         description=(
             "softmax attention, residual (the network moves each member; an uninformative observation leaves it "
