@@ -136,16 +136,19 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, features="
         ratio = np.clip(ratio, *noise_ratio_range)
     shape = member.shape
     gain = 1.0 / (1.0 + ratio**2)
-    values = {"member": lambda: member, "innovation": lambda: innovation, "log_noise_ratio": lambda: np.log(ratio),
-              "noise_tail": lambda: np.asarray(noise_tail, dtype=np.float64), "kalman_gain": lambda: gain,
-              "asinh_innovation": lambda: np.arcsinh(innovation),
-              "asinh_normalised_innovation": lambda: np.arcsinh(innovation * np.sqrt(gain)),
-              "rank": lambda: (np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable") + 1.0)
-              / (shape[-1] + 1.0) - 0.5}
+    # one value per ensemble, the same for each of its members
+    shared = {"innovation": innovation, "log_noise_ratio": np.log(ratio), "kalman_gain": gain,
+              "noise_tail": np.asarray(noise_tail, dtype=np.float64), "asinh_innovation": np.arcsinh(innovation),
+              "asinh_normalised_innovation": np.arcsinh(innovation * np.sqrt(gain))}
     columns = []
     for name in ANALYSIS_FEATURE_SETS[features]:
-        value = values[name]()
-        columns.append(value if name in ("member", "rank") else np.broadcast_to(value[..., None], shape))
+        if name == "member":
+            columns.append(member)
+        elif name == "rank":
+            order = np.argsort(np.argsort(prior, axis=-1, kind="stable"), axis=-1, kind="stable")
+            columns.append((order + 1.0) / (shape[-1] + 1.0) - 0.5)
+        else:
+            columns.append(np.broadcast_to(shared[name][..., None], shape))
     return np.stack(columns, axis=-1), centre, scale
 
 
