@@ -4,8 +4,8 @@ Times :func:`~sklearn_measattn.assimilation.twin_experiment`'s analysis step
 (``TwinResult.seconds_per_cycle``, the forecast excluded) for the robust EnKF,
 the serial EnKF, the rank histogram filter (Bayes' rule for each scalar
 update, on its default 2000-point grid) and the learned scalar update the
-assimilation pages evaluate (the shipped ``quantile_softmax`` model,
-:func:`~sklearn_measattn.assimilation.pretrained_analysis`), on the same
+assimilation pages evaluate (a shipped model, ``--model``, default
+``quantile_softmax``; :func:`~sklearn_measattn.assimilation.pretrained_analysis`), on the same
 problem, interleaved over ``--repeats`` rounds. Twice: without localisation
 (every observation's update reaches every variable, so the serial filter
 makes one network call per observation), and with a Gaspari-Cohn radius
@@ -30,6 +30,7 @@ import statistics
 import numpy as np
 
 from sklearn_measattn.assimilation import (
+    ANALYSIS_MODELS,
     RankHistogramFilter,
     RobustEnKF,
     SerialEnKF,
@@ -57,20 +58,22 @@ def main(argv=None):
     parser.add_argument("--cycles", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--radius", type=float, default=2.0, help="Gaspari-Cohn half-width of the localised runs")
+    parser.add_argument("--model", default="quantile_softmax", choices=sorted(ANALYSIS_MODELS),
+                        help="the shipped learned model (default quantile_softmax)")
     args = parser.parse_args(argv)
     print(f"# {_cpu_model()}; {args.variables} variables (all observed), {args.members} members, "
-          f"{args.cycles} cycles of Cauchy noise, {args.repeats} rounds")
+          f"{args.cycles} cycles of Cauchy noise, {args.repeats} rounds; learned model {args.model}")
     problem = make_twin_problem(n_variables=args.variables, noise="cauchy", n_cycles=args.cycles, random_state=1)
     local = {"localization_radius": args.radius}
     steps = {
         "robust EnKF": RobustEnKF(),
         "serial EnKF": SerialEnKF(inflation=1.03, clip=2.0),
         "rank histogram filter": RankHistogramFilter(relaxation=0.3),
-        "learned quantile_softmax": pretrained_analysis("quantile_softmax", relaxation=0.3),
+        "learned": pretrained_analysis(args.model, relaxation=0.3),
         "rank histogram filter, localised": RankHistogramFilter(relaxation=0.3, **local),
-        "learned, localised": pretrained_analysis("quantile_softmax", relaxation=0.3, **local),
-        "learned, localised, batch_disjoint": pretrained_analysis("quantile_softmax", relaxation=0.3,
-                                                                  batch_disjoint=True, **local),
+        "learned, localised": pretrained_analysis(args.model, relaxation=0.3, **local),
+        "learned, localised, batch_disjoint": pretrained_analysis(args.model, relaxation=0.3, batch_disjoint=True,
+                                                                  **local),
     }
     seconds = {name: [] for name in steps}
     rmse = {}
@@ -84,7 +87,7 @@ def main(argv=None):
     for name, median in medians.items():
         spread = f"{1e3 * median:8.2f} ({1e3 * min(seconds[name]):.2f}, {1e3 * max(seconds[name]):.2f})"
         print(f"{name:36s} {spread:36s} {rmse[name]:.3f}")
-    learned, rhf = medians["learned quantile_softmax"], medians["rank histogram filter"]
+    learned, rhf = medians["learned"], medians["rank histogram filter"]
     local_rhf = medians["rank histogram filter, localised"]
     print(f"learned / rank histogram filter, no localisation: {learned / rhf:.1f}x "
           f"({1e3 * learned / args.variables:.2f} ms per scalar update)")
