@@ -240,7 +240,9 @@ class _Dropout(nn.Dropout):
     generator = None
 
     def forward(self, x):
-        if self.generator is None or not self.training or self.p == 0:
+        if not self.training or self.p == 0:
+            return x
+        if self.generator is None:
             return super().forward(x)
         if self.generator.device != x.device:
             seed = int(torch.randint(2**62, (1,), generator=self.generator))

@@ -83,22 +83,43 @@ LEARNED_GRID = [(i, r) for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]  # (infla
 NOISE_RATIO_RANGE = (0.2, 30.0)
 
 
-def learned_model(user, path, *, n_priors, epochs, seed=0):
-    """The learned scalar update for the user's sample: loaded from ``path``, or trained likelihood-free and saved."""
-    from skorch.callbacks import LRScheduler
+RECIPES = {
+    # the recipe of the shipped quantile_residual_fit: residual network, quantile loss, Kalman features,
+    # Student-t priors among the synthetic ones, read at the levels (k - 0.45) / (N + 0.1)
+    "residual": {"noise_ratio_range": (0.1, 100.0), "level_offset": 0.45},
+    # the first recipe: energy loss against one stand-in, ranked features on symlog
+    "energy": {"noise_ratio_range": NOISE_RATIO_RANGE},
+}
 
+
+def learned_model(user, path, *, recipe, n_priors, epochs, seed=0):
+    """The learned scalar update for the user's sample: loaded from ``path``, or trained likelihood-free and saved.
+
+    The training pairs simulate observation errors by resampling the
+    user's sample (no density fitted or evaluated).
+    """
     from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
 
     if path.exists():
         return load_model(path)
-    X, y = make_synthetic_analysis_data(user, n_priors=n_priors, draws=4, noise_ratio_range=NOISE_RATIO_RANGE,
-                                        random_state=seed)
     begin = time.perf_counter()
-    model = MeasureTransformerRegressor(
-        kernel="softmax", transform="symlog", d_model=32, n_heads=4, n_layers=2, dim_feedforward=64, batch_size=256,
-        max_epochs=epochs, lr=2e-3, random_state=seed, callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=epochs)],
-    ).fit(X, y)
-    print(f"trained on {len(X)} pairs in {time.perf_counter() - begin:.0f} s; saved to {path}", flush=True)
+    if recipe == "residual":
+        from learned_bayes import fit_residual_analysis
+
+        model = fit_residual_analysis(n_priors, laws=[user], max_epochs=epochs, seed=seed, verbose=0,
+                                      prior_weights={"gaussian": 0.5, "skewed": 0.3, "bimodal": 0.2,
+                                                     "student_t": 0.25})
+    else:
+        from skorch.callbacks import LRScheduler
+
+        X, y = make_synthetic_analysis_data(user, n_priors=n_priors, draws=4, noise_ratio_range=NOISE_RATIO_RANGE,
+                                            random_state=seed)
+        model = MeasureTransformerRegressor(
+            kernel="softmax", transform="symlog", d_model=32, n_heads=4, n_layers=2, dim_feedforward=64,
+            batch_size=256, max_epochs=epochs, lr=2e-3, random_state=seed,
+            callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=epochs)],
+        ).fit(X, y)
+    print(f"trained ({recipe}) in {time.perf_counter() - begin:.0f} s; saved to {path}", flush=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_model(model, path)
     return model
@@ -122,8 +143,11 @@ def parse_args(argv=None):
     parser.add_argument("--learned", action="store_true", help="add the learned step trained on the user's sample")
     parser.add_argument("--models", type=Path, default=Path("studies/results/sampled_noise_models"),
                         help="where the learned models are saved (one file per law), and reused from")
-    parser.add_argument("--learned-priors", type=int, default=20000, help="synthetic priors to train on")
+    parser.add_argument("--recipe", choices=tuple(RECIPES), default="residual",
+                        help="how the learned step is trained (model files are named <law>_<recipe>)")
+    parser.add_argument("--learned-priors", type=int, default=30000, help="synthetic priors to train on")
     parser.add_argument("--learned-epochs", type=int, default=5)
+    parser.add_argument("--train-only", action="store_true", help="train (or load) the learned models and stop")
     parser.add_argument("--quick", action="store_true",
                         help="one seed, 300 cycles, one tuning problem of 300 cycles, the RHF inflation fixed at 1.02")
     args = parser.parse_args(argv)
@@ -158,11 +182,15 @@ def main(argv=None):
     rows = []
     print(f"{args.n_variables} variables, {args.ensemble_size} members, {args.n_cycles} cycles (spin-up "
           f"{args.spin_up}), seeds {args.seeds}; user's sample {args.n_errors} errors, nature's {args.n_reference}")
-    for law_index, law in enumerate(args.laws):
-        draw = LAWS[law]
+    for law in args.laws:
+        law_index, draw = list(LAWS).index(law), LAWS[law]
         user = SampledObservationModel(draw(args.n_errors, 10 * law_index), n_variables=args.n_variables)
         nature_errors = draw(args.n_reference, 10 * law_index + 1)
         nature = SampledObservationModel(nature_errors, n_variables=args.n_variables)
+        if args.train_only:
+            learned_model(user, args.models / f"{law}_{args.recipe}.safetensors", recipe=args.recipe,
+                          n_priors=args.learned_priors, epochs=args.learned_epochs)
+            continue
         student_t, kde = user.fit_student_t(), user.kernel_density()
         reference = KernelDensityObservationModel(nature_errors, n_variables=args.n_variables)
         variance = user.variance
@@ -187,10 +215,10 @@ def main(argv=None):
         filters = {**{name: filters[name] for name in SAMPLE_BASED[:2]}, "robust EnKF": robust,
                    "RHF reference": filters["RHF reference"]}
         if args.learned:
-            model = learned_model(user, args.models / f"{law}.safetensors", n_priors=args.learned_priors,
-                                  epochs=args.learned_epochs)
+            model = learned_model(user, args.models / f"{law}_{args.recipe}.safetensors", recipe=args.recipe,
+                                  n_priors=args.learned_priors, epochs=args.learned_epochs)
             filters["learned"] = tuned([LearnedAnalysis(model, inflation=i, relaxation=r, localization_radius=radius,
-                                                        noise_ratio_range=NOISE_RATIO_RANGE)
+                                                        **RECIPES[args.recipe])
                                         for i, r in LEARNED_GRID], tuning, settings, tuning_spin_up)
             print(f"tuned: learned inflation {filters['learned'].inflation}, relaxation "
                   f"{filters['learned'].relaxation}", flush=True)
@@ -211,7 +239,7 @@ def main(argv=None):
             print(f"mean  {name:<14} {np.mean([r['rmse'] for r in mine]):7.4f} "
                   f"{np.mean([r['ratio'] for r in mine]):6.3f} {sum(r['diverged'] for r in mine):>8} "
                   f"{np.mean([r['seconds_per_cycle'] for r in mine]):8.4f}")
-    if args.out:
+    if args.out and rows:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()

@@ -36,14 +36,21 @@ def normalized_point_weights(X, x_weights):
 
 @contextlib.contextmanager
 def evaluation(module):
-    """``module`` in evaluation mode without gradients, its training mode restored afterwards."""
+    """``module`` in evaluation mode without gradients, its training mode restored afterwards.
+
+    A module already in evaluation mode is left alone: switching modes walks
+    every submodule, which costs more than a forward pass of a small network
+    (a filter runs one per scalar update).
+    """
     was_training = module.training
-    module.eval()
+    if was_training:
+        module.eval()
     try:
         with torch.no_grad():
             yield module
     finally:
-        module.train(was_training)
+        if was_training:
+            module.train()
 
 
 def batches(device, batch_size, *arrays):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import warnings
 from numbers import Real
 
@@ -179,13 +182,17 @@ def _level_map(trained, wanted):
     outer segments extended beyond them.
     """
 
-    def relevel(members):
-        n = members.shape[-1]
+    @functools.lru_cache(maxsize=8)
+    def interpolation(n):  # the same for every update of a filter: computed once per ensemble size
         k = np.arange(1, n + 1)
         at, to = (k - trained) / (n + 1 - 2 * trained), (k - wanted) / (n + 1 - 2 * wanted)
         left = np.clip(np.searchsorted(at, to) - 1, 0, n - 2)
-        weight = (to - at[left]) / (at[left + 1] - at[left])
-        return members[..., left] + weight * (members[..., left + 1] - members[..., left])
+        return left, left + 1, (to - at[left]) / (at[left + 1] - at[left])
+
+    def relevel(members):
+        left, right, weight = interpolation(members.shape[-1])
+        lower = members[..., left]
+        return lower + weight * (members[..., right] - lower)
 
     return relevel
 
@@ -384,9 +391,9 @@ class LearnedAnalysis(SerialEnKF):
         return posteriors
 
     def analyse(self, forecast, observation):
-        # one scalar ensemble is a small tensor: threads would wait for each other (set once per analysis:
-        # changing torch's thread count costs more than one update)
-        with torch_threads(1):
+        # one scalar ensemble is a small tensor: threads would wait for each other; the thread count and the
+        # network's evaluation mode are set once per analysis, as changing either costs more than one update
+        with torch_threads(1), (contextlib.nullcontext() if self._network is None else self._network.evaluation()):
             return super().analyse(forecast, observation)
 
     def scalar_update(self, prior, observation):

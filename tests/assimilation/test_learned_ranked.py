@@ -78,3 +78,19 @@ def test_the_shipped_model_loads_into_a_filter_and_follows_bayes_rule_roughly():
         assert np.mean(np.abs(got - exact)) < 0.3, innovation  # in prior standard deviations
     # an outlier a thousand prior sd away hardly moves the ensemble, as Bayes' rule under Cauchy noise
     assert abs(learned.scalar_update(prior, 1000.0).mean()) < 0.2
+
+
+@pytest.mark.parametrize("mode", [True, False], ids=["training-mode", "eval-mode"])
+def test_an_analysis_runs_the_network_in_evaluation_mode_and_leaves_its_mode_as_found(ranked_model, mode):
+    module = ranked_model.net_.module_
+    step = LearnedAnalysis(ranked_model, noise_ratio_range=(0.2, 30)).bind(
+        ObservationModel(n_variables=4, noise="cauchy"), random_state=0)
+    forecast = np.random.default_rng(2).standard_normal((12, 4))
+    module.eval()
+    expected = step(forecast, np.array([0.5, -1.0, 3.0, 0.2]))
+    module.train(mode)
+    try:
+        np.testing.assert_array_equal(step(forecast, np.array([0.5, -1.0, 3.0, 0.2])), expected)
+        assert all(layer.training == mode for layer in module.modules())
+    finally:
+        module.eval()
