@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-
 import warnings
 from numbers import Real
 
