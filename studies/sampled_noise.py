@@ -4,6 +4,7 @@ Run::
 
     python studies/sampled_noise.py --out studies/results/sampled_noise.csv
     python studies/sampled_noise.py --quick      # about a minute on two cores
+    python studies/sampled_noise.py --learned --seeds 111 112 113  # with the shipped learned steps
 
 For each of two noise laws outside the Student-t family, a contaminated one
 (:func:`~sklearn_measattn.assimilation.contaminated_errors`: Gaussian errors
@@ -41,8 +42,16 @@ pairs whose observation errors are resampled from the user's sample (no
 density fitted or evaluated), run by
 :class:`~sklearn_measattn.assimilation.LearnedAnalysis` bound to the user's
 model, inflation and relaxation tuned on the tuning problems as the others'
-parameters are. The model of each law is saved to ``--models`` (a model file
-per law) and reused when there.
+parameters are. ``--recipe residual`` (the default) is the recipe of the
+shipped ``quantile_residual_fit`` (a residual network, the quantile loss,
+the Kalman features, Student-t priors among the synthetic ones; about 3.5
+minutes per law on two cores); its models ship with the package
+(``pretrained_analysis("sampled_contaminated")``, ``"sampled_skewed"``) and
+are used unless ``--models`` names a folder, where models are trained and
+saved (``<law>_<recipe>.safetensors``) or reused. ``--recipe energy`` is
+the first recipe (the energy loss against one stand-in, symlog, ranked
+features), whose models are in ``studies/results/sampled_noise_models``.
+``--train-only`` trains (or loads) the models and stops.
 
 The rank histogram filters share one inflation, tuned the same way with the
 user's kernel density. Printed: per law and seed, each filter's time-averaged
@@ -141,8 +150,10 @@ def parse_args(argv=None):
     parser.add_argument("--n-reference", type=int, default=1_000_000, help="nature's errors, and the reference's")
     parser.add_argument("--out", type=str, default=None, help="a CSV file for the rows")
     parser.add_argument("--learned", action="store_true", help="add the learned step trained on the user's sample")
-    parser.add_argument("--models", type=Path, default=Path("studies/results/sampled_noise_models"),
-                        help="where the learned models are saved (one file per law), and reused from")
+    parser.add_argument("--models", type=Path, default=None,
+                        help="where the learned models are saved (<law>_<recipe>.safetensors), and reused from; "
+                             "default: the package's shipped models for the residual recipe (sampled_<law>), "
+                             "studies/results/sampled_noise_models for the energy recipe")
     parser.add_argument("--recipe", choices=tuple(RECIPES), default="residual",
                         help="how the learned step is trained (model files are named <law>_<recipe>)")
     parser.add_argument("--learned-priors", type=int, default=30000, help="synthetic priors to train on")
@@ -155,6 +166,17 @@ def parse_args(argv=None):
         args.seeds, args.n_cycles, args.spin_up = [0], 300, 100
         args.tuning_seeds, args.tuning_cycles, args.rhf_inflations = [1000], 300, [1.02]
     return args
+
+
+def model_path(args, law):
+    """The model file of ``law``'s learned step: in ``--models``, or the shipped one."""
+    if args.models is not None:
+        return args.models / f"{law}_{args.recipe}.safetensors"
+    if args.recipe == "residual":
+        from sklearn_measattn.assimilation import analysis_model_path
+
+        return analysis_model_path(f"sampled_{law}")
+    return Path("studies/results/sampled_noise_models") / f"{law}_{args.recipe}.safetensors"
 
 
 def problems_for(nature, user, seeds, n_cycles):
@@ -188,8 +210,8 @@ def main(argv=None):
         nature_errors = draw(args.n_reference, 10 * law_index + 1)
         nature = SampledObservationModel(nature_errors, n_variables=args.n_variables)
         if args.train_only:
-            learned_model(user, args.models / f"{law}_{args.recipe}.safetensors", recipe=args.recipe,
-                          n_priors=args.learned_priors, epochs=args.learned_epochs)
+            learned_model(user, model_path(args, law), recipe=args.recipe, n_priors=args.learned_priors,
+                          epochs=args.learned_epochs)
             continue
         student_t, kde = user.fit_student_t(), user.kernel_density()
         reference = KernelDensityObservationModel(nature_errors, n_variables=args.n_variables)
@@ -215,8 +237,8 @@ def main(argv=None):
         filters = {**{name: filters[name] for name in SAMPLE_BASED[:2]}, "robust EnKF": robust,
                    "RHF reference": filters["RHF reference"]}
         if args.learned:
-            model = learned_model(user, args.models / f"{law}_{args.recipe}.safetensors", recipe=args.recipe,
-                                  n_priors=args.learned_priors, epochs=args.learned_epochs)
+            model = learned_model(user, model_path(args, law), recipe=args.recipe, n_priors=args.learned_priors,
+                                  epochs=args.learned_epochs)
             filters["learned"] = tuned([LearnedAnalysis(model, inflation=i, relaxation=r, localization_radius=radius,
                                                         **RECIPES[args.recipe])
                                         for i, r in LEARNED_GRID], tuning, settings, tuning_spin_up)

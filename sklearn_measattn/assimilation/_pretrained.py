@@ -31,6 +31,27 @@ _SHIPPED = {
         level_offset=0.45,
         trained_by="python studies/learned_bayes.py --fit-residual <model file> --t-priors 0.25 --diagnostic \"\"",
     ),
+    "sampled_contaminated": _ShippedModel(
+        description=(
+            "the recipe of quantile_residual_fit trained on one noise law known only by a record of 10^4 errors, "
+            "resampled (no density fitted or evaluated): contaminated_errors(10_000, gross_fraction=0.05, "
+            "gross_scale=10.0, random_state=0), Gaussian errors of sd 1 with 5% gross Cauchy errors of scale 10; "
+            "bind it to SampledObservationModel(errors) of that law; the assimilation page's contaminated rows"
+        ),
+        noise_ratio_range=(0.1, 100.0),
+        level_offset=0.45,
+        trained_by="python studies/sampled_noise.py --laws contaminated --train-only --models <folder>",
+    ),
+    "sampled_skewed": _ShippedModel(
+        description=(
+            "as sampled_contaminated, trained on the record skewed_errors(10_000, skewness=0.5, df=3.0, "
+            "random_state=10), a two-piece Student-t with 3 degrees of freedom whose right half is 3 times wider "
+            "than its left, median 0 (no reflection: the law is not symmetric); the page's skewed rows"
+        ),
+        noise_ratio_range=(0.1, 100.0),
+        level_offset=0.45,
+        trained_by="python studies/sampled_noise.py --laws skewed --train-only --models <folder>",
+    ),
     "quantile_residual": _ShippedModel(
         description=(
             "softmax attention, residual (the network moves each member; an uninformative observation leaves it "
