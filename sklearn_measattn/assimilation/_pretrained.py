@@ -46,7 +46,7 @@ _SHIPPED = {
         description=(
             "as sampled_contaminated, trained on the record skewed_errors(10_000, skewness=0.5, df=3.0, "
             "random_state=10), a two-piece Student-t with 3 degrees of freedom whose right half is 3 times wider "
-            "than its left, median 0 (no reflection: the law is not symmetric); the page's skewed rows"
+            "than its left, median 0; the page's skewed rows"
         ),
         noise_ratio_range=(0.1, 100.0),
         level_offset=0.45,
@@ -142,7 +142,12 @@ def pretrained_analysis(name="quantile_softmax", **params):
     ``level_offset`` to the levels its page reads it at, unless given. No
     training: every learned row of the assimilation pages can be rerun from
     these files. ``"quantile_residual"`` is the one that matches the rank
-    histogram filter held out under heavy-tailed noise.
+    histogram filter held out under heavy-tailed noise;
+    ``"quantile_residual_fit"`` is the same recipe trained by
+    :meth:`~sklearn_measattn.MeasureTransformerRegressor.fit` alone.
+    ``"sampled_contaminated"`` and ``"sampled_skewed"`` were trained on one
+    record of errors of one law each (see :data:`ANALYSIS_MODELS`): bind them
+    to a :class:`SampledObservationModel` of that law.
 
     Parameters
     ----------

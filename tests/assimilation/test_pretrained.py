@@ -76,3 +76,20 @@ def test_the_reference_model_tracks_the_truth_under_cauchy_noise_better_than_no_
     free = twin_experiment("none", problem, ensemble_size=12, spin_up=20, random_state=0)
     assert not learned.diverged
     assert learned.rmse < 0.5 * free.rmse
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("law", ["contaminated", "skewed"])
+def test_the_models_trained_on_an_error_record_track_the_truth_under_that_law(law):
+    from sklearn_measattn.assimilation import SampledObservationModel, contaminated_errors, skewed_errors
+
+    errors = (contaminated_errors(10_000, gross_fraction=0.05, gross_scale=10.0, random_state=0) if law == "contaminated"
+              else skewed_errors(10_000, skewness=0.5, df=3.0, random_state=10))
+    problem = make_twin_problem(observation_model=SampledObservationModel(errors, n_variables=12), n_cycles=80,
+                                random_state=3)
+    step = pretrained_analysis(f"sampled_{law}", relaxation=0.3)
+    assert step.bind(problem.observation_model).reflect_ is False  # a record does not say its law is symmetric
+    learned = twin_experiment(step, problem, ensemble_size=12, spin_up=20, random_state=0)
+    free = twin_experiment("none", problem, ensemble_size=12, spin_up=20, random_state=0)
+    assert not learned.diverged
+    assert learned.rmse < 0.5 * free.rmse
