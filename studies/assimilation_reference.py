@@ -84,13 +84,13 @@ def learned_grid(model, step=LearnedAnalysis):
     return [step(model, inflation=i, relaxation=r) for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]
 
 
-def tuned(candidates, law, seed):
+def tuned(candidates, law, seed, *, system=SYSTEM, members=MEMBERS):
     best = None
     for candidate in candidates:
         results = []
         for tuning_seed in TUNING_SEEDS:
-            problem = make_twin_problem(**SYSTEM, **law, n_cycles=TUNING_CYCLES, random_state=tuning_seed)
-            results.append(twin_experiment(candidate, problem, ensemble_size=MEMBERS, spin_up=TUNING_SPIN_UP,
+            problem = make_twin_problem(**system, **law, n_cycles=TUNING_CYCLES, random_state=tuning_seed)
+            results.append(twin_experiment(candidate, problem, ensemble_size=members, spin_up=TUNING_SPIN_UP,
                                            random_state=seed))
         key = (sum(r.diverged for r in results), float(np.mean([r.rmse for r in results])))
         if best is None or key < best[0]:

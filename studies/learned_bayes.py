@@ -926,13 +926,15 @@ HELDOUT_SETTINGS = {
 
 
 def heldout_check(net, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73), cycles=1000, spin_up=200, out=None,
-                  output_offset=0.45):
+                  output_offset=0.45, n_variables=None, members=None, localization_radius=None):
     """The residual learned step against the rank histogram filter on held-out seeds, noise scales and laws.
 
     Both tuned as studies/assimilation_reference.py tunes them (its grids, on
     its tuning seeds 1000 and 1001); one row per setting, seed and method
     (RMSE, CRPS, spread, divergence, ms per cycle, ratios to the RHF's on the
-    same seed), appended to ``out``.
+    same seed), appended to ``out``. ``n_variables`` and ``members``: another
+    system size than the study's 40 and 40 (all observed); with
+    ``localization_radius``, both filters localise with that half-width.
     """
     from assimilation_reference import MEMBERS, SYSTEM, grids, learned_grid, tuned
 
@@ -944,18 +946,25 @@ def heldout_check(net, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73), 
                                                          noise_ratio_range=RESIDUAL_RATIO_RANGE))
     else:
         candidates = [step.set_params(output_offset=output_offset) for step in learned_grid(net, ResidualAnalysis)]
+    system = SYSTEM if n_variables is None else {**SYSTEM, "n_variables": n_variables}
+    members = MEMBERS if members is None else members
+    rhf_candidates = grids()["RHF (Bayes, true likelihood)"]
+    for step in [*candidates, *rhf_candidates]:
+        step.set_params(localization_radius=localization_radius)
     rows = []
     for setting in settings:
         law = HELDOUT_SETTINGS[setting]
-        chosen = {"RHF": tuned(grids()["RHF (Bayes, true likelihood)"], law, seed=0),
-                  "learned": tuned(candidates, law, seed=0)}
+        chosen = {"RHF": tuned(rhf_candidates, law, seed=0, system=system, members=members),
+                  "learned": tuned(candidates, law, seed=0, system=system, members=members)}
         for seed in seeds:
-            problem = make_twin_problem(**SYSTEM, **law, n_cycles=cycles + spin_up, random_state=seed)
+            problem = make_twin_problem(**system, **law, n_cycles=cycles + spin_up, random_state=seed)
             reference = None
             for name, step in chosen.items():
-                result = twin_experiment(step, problem, ensemble_size=MEMBERS, spin_up=spin_up, random_state=seed)
+                result = twin_experiment(step, problem, ensemble_size=members, spin_up=spin_up, random_state=seed)
                 reference = reference or result
-                row = {"setting": setting, "seed": seed, "method": name, "inflation": step.inflation,
+                row = {"setting": setting, "n_variables": system["n_variables"], "members": members,
+                       "localization_radius": localization_radius, "seed": seed, "method": name,
+                       "inflation": step.inflation,
                        "relaxation": step.relaxation,
                        "output_offset": getattr(step, "output_offset", getattr(step, "level_offset", "")),
                        "cycles": cycles, "spin_up": spin_up,
@@ -1031,6 +1040,9 @@ def main(argv=None):
     parser.add_argument("--heldout-settings", nargs="*", default=list(HELDOUT_SETTINGS))
     parser.add_argument("--heldout-seeds", type=int, nargs="*", default=[71, 72, 73])
     parser.add_argument("--heldout-cycles", type=int, default=1000)
+    parser.add_argument("--heldout-variables", type=int, default=None, help="system size of the held-out check")
+    parser.add_argument("--heldout-members", type=int, default=None, help="ensemble size of the held-out check")
+    parser.add_argument("--heldout-radius", type=float, default=None, help="localisation half-width of both filters")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     from sklearn_measattn import load_model, save_model
@@ -1092,7 +1104,8 @@ def fit_route_main(args):
         compare_fit_route(models, out=args.compare_fit)
     if args.heldout:
         heldout_check(model, settings=args.heldout_settings, seeds=args.heldout_seeds, cycles=args.heldout_cycles,
-                      out=args.heldout, output_offset=args.output_offset)
+                      out=args.heldout, output_offset=args.output_offset, n_variables=args.heldout_variables,
+                      members=args.heldout_members, localization_radius=args.heldout_radius)
     return 0
 
 
