@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import warnings
 from numbers import Real
 
 import numpy as np
+import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -391,8 +391,12 @@ class LearnedAnalysis(SerialEnKF):
 
     def analyse(self, forecast, observation):
         # one scalar ensemble is a small tensor: threads would wait for each other; the thread count and the
-        # network's evaluation mode are set once per analysis, as changing either costs more than one update
-        with torch_threads(1), (contextlib.nullcontext() if self._network is None else self._network.evaluation()):
+        # network's evaluation mode are set once per analysis, as changing either costs more than one update;
+        # inference mode skips autograd's bookkeeping (the outputs become numpy arrays at once)
+        if self._network is None:
+            with torch_threads(1):
+                return super().analyse(forecast, observation)
+        with torch_threads(1), self._network.evaluation(), torch.inference_mode():
             return super().analyse(forecast, observation)
 
     def scalar_update(self, prior, observation):
