@@ -19,6 +19,10 @@ class _ShippedModel:
     level_offset: float | None = None
 
 
+# how every model of the residual recipe is read: the noise-to-prior ratios it was trained on, and the quantile
+# levels (k - 0.45) / (N + 0.1) at which its members sit best in the cycle
+_READ_AS_RESIDUAL = {"noise_ratio_range": (0.1, 100.0), "level_offset": 0.45}
+
 _SHIPPED = {
     "quantile_residual_fit": _ShippedModel(
         description=(
@@ -27,8 +31,7 @@ _SHIPPED = {
             "MeasureTransformerRegressor.fit (residual, quantile loss, one-cycle schedule); members read at the "
             "levels (k - 0.45) / (N + 0.1); the assimilation page's second held-out learned row"
         ),
-        noise_ratio_range=(0.1, 100.0),
-        level_offset=0.45,
+        **_READ_AS_RESIDUAL,
         trained_by="python studies/learned_bayes.py --fit-residual <model file> --t-priors 0.25 --diagnostic \"\"",
     ),
     "quantile_residual_fit_1layer": _ShippedModel(
@@ -37,8 +40,7 @@ _SHIPPED = {
             "a few percent further from Bayes' rule (held out at 0.96-0.99 of the rank histogram filter under "
             "Cauchy noise where quantile_residual_fit is at 0.88-0.90); the assimilation page's cost table"
         ),
-        noise_ratio_range=(0.1, 100.0),
-        level_offset=0.45,
+        **_READ_AS_RESIDUAL,
         trained_by=(
             "python studies/learned_bayes.py --fit-residual <model file> --t-priors 0.25 --layers 1 --diagnostic \"\""
         ),
@@ -50,8 +52,7 @@ _SHIPPED = {
             "gross_scale=10.0, random_state=0), Gaussian errors of sd 1 with 5% gross Cauchy errors of scale 10; "
             "bind it to SampledObservationModel(errors) of that law; the assimilation page's contaminated rows"
         ),
-        noise_ratio_range=(0.1, 100.0),
-        level_offset=0.45,
+        **_READ_AS_RESIDUAL,
         trained_by="python studies/sampled_noise.py --laws contaminated --train-only --models <folder>",
     ),
     "sampled_skewed": _ShippedModel(
@@ -60,8 +61,7 @@ _SHIPPED = {
             "random_state=10), a two-piece Student-t with 3 degrees of freedom whose right half is 3 times wider "
             "than its left, median 0; the page's skewed rows"
         ),
-        noise_ratio_range=(0.1, 100.0),
-        level_offset=0.45,
+        **_READ_AS_RESIDUAL,
         trained_by="python studies/sampled_noise.py --laws skewed --train-only --models <folder>",
     ),
     "quantile_residual": _ShippedModel(
@@ -72,8 +72,7 @@ _SHIPPED = {
             "0.1-100, members read at the levels (k - 0.45) / (N + 0.1); the assimilation page's held-out learned "
             "row"
         ),
-        noise_ratio_range=(0.1, 100.0),
-        level_offset=0.45,
+        **_READ_AS_RESIDUAL,
         trained_by=(
             "python studies/learned_bayes.py --train-residual --residual <file> --export <model file> "
             "--diagnostic \"\""
