@@ -28,6 +28,9 @@ def fitted_state(estimator):
     metadata["learned_kernel_params"] = {
         key: value.tolist() for key, value in network.learned_kernel_params().items()
     }
+    recipe = getattr(estimator, "analysis_recipe_", None)
+    if recipe is not None:
+        metadata["analysis_recipe"] = recipe
     return tensors, metadata
 
 
@@ -53,7 +56,10 @@ def save_model(estimator, path):
     The file holds the network's tensors and, as JSON metadata, the
     estimator's parameters, the fitted transforms, the learnt kernel
     parameters, ``n_features_in_``/``n_features_out_``, the training history,
-    the package version and the file format's version. Loading it
+    the package version and the file format's version, and, for a model
+    trained as a learned analysis step, its ``analysis_recipe_`` (how the
+    step reads it: window, localisation, ranges, how it was trained), which
+    :func:`load_model` restores. Loading it
     (:func:`load_model`) runs nothing from the file, so it is safe to share
     and to load from anyone. The file is written atomically (a crash while
     saving leaves the previous file at ``path`` intact), with the permissions
@@ -184,8 +190,10 @@ def load_model(path, *, device=None, allow_pickle=False):
         raise not_a_model_error(os.fspath(path), f"it holds a {metadata.get('estimator')!r}")
     warn_other_version(metadata)
     estimator = MeasureTransformerRegressor(**_known_params(params_from_data(metadata["params"])))
-    return restore_fitted(estimator, tensors, metadata,
-                          device=_load_device(device, metadata["params"].get("device", "auto")))
+    restore_fitted(estimator, tensors, metadata, device=_load_device(device, metadata["params"].get("device", "auto")))
+    if "analysis_recipe" in metadata:
+        estimator.analysis_recipe_ = metadata["analysis_recipe"]
+    return estimator
 
 
 def _load_trusted_pickle(path):

@@ -61,12 +61,22 @@ from ._learned import (
     analysis_features,
     make_analysis_training_data,
 )
+from ._letkf import LETKF
+from ._local import (
+    LOCAL_ANALYSIS_FEATURES,
+    LocalLearnedAnalysis,
+    fit_local_analysis,
+    local_analysis_features,
+    make_local_analysis_data,
+    record_forecasts,
+)
 from ._pretrained import ANALYSIS_MODELS, analysis_model_path, pretrained_analysis
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
 from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
 from ._synthetic import PRIOR_KINDS, make_synthetic_analysis_data
 from ._twin import ANALYSIS_NAMES, ANALYSIS_STEPS, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
+from ._workflow import TUNING_RULE, TuningResult, compare_analyses, tune_analysis
 
 __all__ = [
     "ANALYSIS_FEATURE_SETS",
@@ -77,11 +87,14 @@ __all__ = [
     "DAPPER_METHODS",
     "DIVERGENCE_RULE",
     "KALMAN_ANALYSIS_FEATURES",
+    "LOCAL_ANALYSIS_FEATURES",
     "PRIOR_KINDS",
     "RANKED_ANALYSIS_FEATURES",
     "AnalysisStep",
     "EnKF",
     "KernelDensityObservationModel",
+    "LETKF",
+    "LocalLearnedAnalysis",
     "LearnedAnalysis",
     "NoUpdate",
     "ObservationModel",
@@ -90,20 +103,28 @@ __all__ = [
     "RobustEnKF",
     "SampledObservationModel",
     "SerialEnKF",
+    "TUNING_RULE",
+    "TuningResult",
     "TwinProblem",
     "TwinResult",
     "analysis_features",
     "analysis_model_path",
+    "compare_analyses",
     "contaminated_errors",
     "dapper_method",
+    "fit_local_analysis",
     "gaspari_cohn",
+    "local_analysis_features",
     "localization_matrix",
     "make_analysis_training_data",
+    "make_local_analysis_data",
     "make_synthetic_analysis_data",
     "make_twin_problem",
     "pretrained_analysis",
+    "record_forecasts",
     "resolve_analysis",
     "run_dapper",
     "skewed_errors",
+    "tune_analysis",
     "twin_experiment",
 ]

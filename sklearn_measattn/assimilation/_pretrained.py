@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from ._learned import LearnedAnalysis
+from ._local import LocalLearnedAnalysis
 
 __all__ = ["ANALYSIS_MODELS", "analysis_model_path", "pretrained_analysis"]
 
@@ -17,6 +18,7 @@ class _ShippedModel:
     noise_ratio_range: tuple | None
     trained_by: str
     level_offset: float | None = None
+    local: bool = False  # a LocalLearnedAnalysis model, whose file holds its own reading settings
 
 
 # how every model of the residual recipe is read: the noise-to-prior ratios it was trained on, and the quantile
@@ -24,6 +26,19 @@ class _ShippedModel:
 _READ_AS_RESIDUAL = {"noise_ratio_range": (0.1, 100.0), "level_offset": 0.45}
 
 _SHIPPED = {
+    "local": _ShippedModel(
+        description=(
+            "the local learned analysis: each grid point's window (radius 4) of the forecast ensemble, its "
+            "observations and each member's local ETKF analysis in, a correction of that analysis out, for all "
+            "grid points in one batched call per cycle; trained likelihood-free and truth-free on LETKF forecasts "
+            "of 10, 20 and 40 members (one member the stand-in truth) with Gaussian, Student-t (df 1.5, 4) and "
+            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable; the assimilation page's "
+            "local rows"
+        ),
+        noise_ratio_range=None,
+        trained_by="fit_local_analysis(random_state=0) (python benchmarks/local_analysis_training.py --out <file>)",
+        local=True,
+    ),
     "quantile_residual_fit": _ShippedModel(
         description=(
             "the residual recipe of quantile_residual trained by the package alone: make_synthetic_analysis_data "
@@ -173,7 +188,10 @@ def pretrained_analysis(name="quantile_softmax", **params):
 
     Returns
     -------
-    LearnedAnalysis
+    LearnedAnalysis or LocalLearnedAnalysis
+        The step of the model: ``"local"`` is a :class:`LocalLearnedAnalysis`
+        (its file says how to read it, so only ``inflation``,
+        ``localization_radius`` and ``reflect`` may be passed).
 
     Examples
     --------
@@ -191,15 +209,17 @@ def pretrained_analysis(name="quantile_softmax", **params):
     from .._model_files import load_model
 
     shipped = _shipped(name)
-    unknown = sorted(set(params) - _LEARNED_PARAMS)
+    step = LocalLearnedAnalysis if shipped.local else LearnedAnalysis
+    allowed = frozenset(step._get_param_names()) - {"estimator"}
+    unknown = sorted(set(params) - allowed)
     if unknown:
         raise TypeError(
-            f"pretrained_analysis got parameters that LearnedAnalysis does not take: {unknown}; "
-            f"it takes {sorted(_LEARNED_PARAMS)}."
+            f"pretrained_analysis got parameters that {step.__name__} (the step of {name!r}) does not take: "
+            f"{unknown}; it takes {sorted(allowed)}."
         )
+    if shipped.local:
+        return LocalLearnedAnalysis(load_model(analysis_model_path(name)), **params)
     params.setdefault("noise_ratio_range", shipped.noise_ratio_range)
     params.setdefault("level_offset", shipped.level_offset)
     return LearnedAnalysis(load_model(analysis_model_path(name)), **params)
 
-
-_LEARNED_PARAMS = frozenset(LearnedAnalysis._get_param_names()) - {"estimator"}

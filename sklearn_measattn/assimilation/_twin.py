@@ -16,6 +16,7 @@ from .._param_validation import InvalidParameterError, validate_params
 from .._validation import Choices
 from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
+from ._letkf import LETKF
 from ._problem import (
     DEPRECATED,
     DEPRECATED_SIMULATION_CONSTRAINTS,
@@ -32,6 +33,7 @@ __all__ = ["ANALYSIS_NAMES", "ANALYSIS_STEPS", "DIVERGENCE_RULE", "TwinResult", 
 ANALYSIS_STEPS = {
     "none": NoUpdate,
     "enkf": EnKF,
+    "letkf": LETKF,
     "robust_enkf": RobustEnKF,
     "serial_enkf": SerialEnKF,
     "rank_histogram": RankHistogramFilter,

@@ -1,0 +1,530 @@
+"""The local learned analysis: every grid point's window of the forecast ensemble is one measure, one batched call a cycle.
+
+For grid point ``i`` the members' local window (the forecast within
+``window_radius`` variables of ``i``, the observations inside it as
+innovations, which of them are present, the noise scale and tail, and the
+member's local ETKF analysis at ``i``) is one measure of ``N`` points; the
+network maps it to the ``N`` analysis members at ``i``. The local analyses are
+independent given the forecast, as in the LETKF, so all grid points go through
+the network together: one forward pass per cycle.
+"""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from .._lorenz96 import ObservationModel
+from .._param_validation import HasMethods, validate_params
+from .._threads import torch_threads
+from .._validation import Choices, NumberInterval
+from ..estimator import MeasureTransformerRegressor, fitted_network
+from ._baselines import INFLATION, AnalysisStep, _inflated, _kalman_variance
+from ._letkf import LETKF, local_transform, observation_weights
+from ._problem import make_twin_problem
+from ._twin import twin_experiment
+
+__all__ = ["LOCAL_ANALYSIS_FEATURES", "LocalLearnedAnalysis", "fit_local_analysis", "local_analysis_features",
+           "make_local_analysis_data", "record_forecasts"]
+
+#: The per-position feature groups of a local window, in order after ``letkf`` (one column per window position each).
+_WINDOW_GROUPS = ("anomaly", "member_innovation", "innovation", "observed", "log_spread_ratio")
+#: The features of every member of a local window, in order: its local ETKF analysis at the grid point, then for
+#: each of the ``2 w + 1`` window positions (offsets ``-w .. w``) the member's anomaly, its own innovation
+#: ``asinh((o - x) / noise_scale)``, the ensemble's innovation ``asinh((o - mean) / s)``, whether the position is
+#: observed, ``log(s_position / s)``; then ``log(noise_scale / s)`` and the noise tail (``s`` is the forecast spread
+#: at the grid point; unobserved positions have innovations 0).
+LOCAL_ANALYSIS_FEATURES = ("letkf", *(f"{group}[offset]" for group in _WINDOW_GROUPS), "log_noise_ratio", "noise_tail")
+
+#: What x -> -x does to each column group: the member terms change sign, the rest do not.
+_REFLECTED_GROUPS = {"letkf": -1.0, "anomaly": -1.0, "member_innovation": -1.0, "innovation": -1.0, "observed": 1.0,
+                     "log_spread_ratio": 1.0, "log_noise_ratio": 1.0, "noise_tail": 1.0}
+
+_SPREAD_FLOOR = 1e-8
+
+
+def n_local_features(window_radius):
+    """The number of features of a local window of half-width ``window_radius``."""
+    return 3 + len(_WINDOW_GROUPS) * (2 * window_radius + 1)
+
+
+def _reflection(window_radius):
+    width = 2 * window_radius + 1
+    signs = [_REFLECTED_GROUPS["letkf"]]
+    for group in _WINDOW_GROUPS:
+        signs += [_REFLECTED_GROUPS[group]] * width
+    return np.array(signs + [1.0, 1.0])
+
+
+def local_analysis_features(forecast, observation, observed, *, noise_scale, noise_tail, window_radius=4,
+                            localization_radius=4.0, observation_variance=None, noise_ratio_range=(0.05, 20.0)):
+    """The local windows of every grid point of a forecast ensemble, as measures for a learned local analysis.
+
+    Parameters
+    ----------
+    forecast : ndarray of shape (n_members, n_variables)
+        The forecast ensemble on the ring of variables (inflated already, if at all).
+    observation : ndarray of shape (n_observed,)
+        The observations of ``observed``, finite (missing ones left out).
+    observed : ndarray of int of shape (n_observed,)
+        Their variables.
+    noise_scale : float
+        Scale of the observation noise.
+    noise_tail : float
+        Tail of the noise law (``ObservationModel.tail``: 0 Gaussian, 1 Cauchy).
+    window_radius : int, default=4
+        Half-width ``w`` of the window: the variables ``i - w .. i + w``.
+    localization_radius : float or None, default=4.0
+        Gaspari-Cohn half-width of the local ETKF analysis of the ``letkf`` feature.
+    observation_variance : float or None, default=None
+        The variance that analysis assumes; None: ``noise_scale ** 2``.
+    noise_ratio_range : (float, float) or None, default=(0.05, 20.0)
+        ``noise_scale / s`` is clipped to it in ``log_noise_ratio``.
+
+    Returns
+    -------
+    features : ndarray of shape (n_variables, n_members, n_features)
+        One measure per grid point, the columns of :data:`LOCAL_ANALYSIS_FEATURES`.
+    centre, scale : ndarray of shape (n_variables,)
+        The forecast mean and spread at each grid point: a standardised output ``u`` means ``centre + scale * u``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.assimilation import local_analysis_features
+    >>> forecast = np.random.default_rng(0).standard_normal((10, 40))
+    >>> features, centre, scale = local_analysis_features(forecast, np.zeros(10), np.arange(0, 40, 4),
+    ...                                                   noise_scale=1.0, noise_tail=0.0, window_radius=2)
+    >>> features.shape, centre.shape
+    ((40, 10, 28), (40,))
+    """
+    n_members, n_variables = forecast.shape
+    mean = forecast.mean(axis=0)
+    anomalies = forecast - mean
+    spread = np.maximum(anomalies.std(axis=0, ddof=1), _SPREAD_FLOOR)
+    variance = noise_scale**2 if observation_variance is None else observation_variance
+    precision = observation_weights(n_variables, observed, localization_radius) / variance
+    letkf = local_transform(anomalies, anomalies[:, observed], observation - mean[observed], precision)
+    window = (np.arange(n_variables)[:, None] + np.arange(-window_radius, window_radius + 1)[None, :]) % n_variables
+    present = np.zeros(n_variables, dtype=bool)
+    present[observed] = True
+    full_observation = np.zeros(n_variables)
+    full_observation[observed] = observation
+    mask = present[window].astype(np.float64)  # (n_variables, width)
+    window_spread = spread[:, None]
+    member_anomaly = np.transpose(anomalies[:, window], (1, 0, 2)) / window_spread[:, :, None]  # (n, N, width)
+    member_innovation = np.arcsinh((full_observation[window][:, None, :] - forecast[:, window].transpose(1, 0, 2))
+                                   / noise_scale) * mask[:, None, :]
+    innovation = np.arcsinh((full_observation[window] - mean[window]) / window_spread) * mask
+    log_spread_ratio = np.log(spread[window] / window_spread)
+    ratio = noise_scale / spread
+    if noise_ratio_range is not None:
+        ratio = np.clip(ratio, *noise_ratio_range)
+    shared = np.concatenate([innovation, mask, log_spread_ratio, np.log(ratio)[:, None],
+                             np.full((n_variables, 1), float(noise_tail))], axis=1)
+    features = np.concatenate([
+        (letkf.T / spread[:, None])[:, :, None], member_anomaly, member_innovation,
+        np.broadcast_to(shared[:, None, :], (n_variables, n_members, shared.shape[1])),
+    ], axis=2)
+    return features, mean, spread
+
+
+def _checked_recipe(estimator):
+    recipe = getattr(estimator, "analysis_recipe_", None)
+    if not isinstance(recipe, dict) or recipe.get("kind") != "local":
+        raise ValueError(
+            "LocalLearnedAnalysis needs a model trained for it, which records how to read it (its window, "
+            "localisation and noise-ratio range) in analysis_recipe_: train one with fit_local_analysis(...), or "
+            "load one saved from it with load_model; this estimator has "
+            f"{'no recipe' if recipe is None else f'the recipe {recipe!r}'}."
+        )
+    n_in = getattr(estimator, "n_features_in_", None)
+    expected = n_local_features(recipe["window_radius"])
+    if n_in != expected or getattr(estimator, "n_features_out_", 1) != 1:
+        raise ValueError(
+            f"The model's recipe has window_radius={recipe['window_radius']}, which makes {expected} features and "
+            f"one output, but the model has n_features_in_={n_in}, n_features_out_="
+            f"{getattr(estimator, 'n_features_out_', None)}: the recipe does not belong to this model."
+        )
+    return recipe
+
+
+class LocalLearnedAnalysis(AnalysisStep):
+    """The local learned analysis: a measure-to-measure network maps each grid point's window to its analysis.
+
+    For every grid point ``i``, the forecast members restricted to the window
+    ``i - w .. i + w`` (``w`` the model's ``window_radius``), the present
+    observations inside it as innovations, their noise scale and tail, and
+    each member's local ETKF analysis at ``i`` make one measure of ``N``
+    points (:func:`local_analysis_features`); the network returns the ``N``
+    analysis members at ``i``, each as a correction of that member's local
+    ETKF analysis (the network is residual on it, so an untrained correction
+    is the LETKF). The analyses of all grid points are independent given the
+    forecast and go through the network in one batch: a cycle costs one
+    forward pass of ``n_variables`` measures. The features are in units of
+    the forecast spread, so one weight set serves any ensemble size, number
+    of variables, observation density, noise scale and (through the tail
+    feature) noise law; missing (NaN) observations are left out of the
+    window, and a cycle without any keeps the forecast.
+
+    Parameters
+    ----------
+    estimator : MeasureTransformerRegressor
+        A model trained by :func:`fit_local_analysis` (or loaded from its
+        file with :func:`~sklearn_measattn.load_model`): its
+        ``analysis_recipe_`` says how to read it.
+    inflation : float or None, default=None
+        Multiplicative inflation of the forecast anomalies before the
+        analysis, in [1, 10]; None: the recipe's (1.0).
+    localization_radius : float or None, default=None
+        Gaspari-Cohn half-width of the local ETKF analysis the network
+        corrects; None: the one it was trained with.
+    reflect : bool or "auto", default="auto"
+        Average each member's analysis with the reflected problem's (``x ->
+        -x``, in the same batch): exact for Bayes' rule under a symmetric
+        noise law. ``"auto"``: when the observation model's law is symmetric.
+
+    Attributes
+    ----------
+    recipe_ : dict
+        The model's recipe (window radius, localisation, noise-ratio range, how it was trained).
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import LocalLearnedAnalysis, make_twin_problem, twin_experiment
+    >>> from sklearn_measattn.assimilation import pretrained_analysis
+    >>> step = pretrained_analysis("local")
+    >>> isinstance(step, LocalLearnedAnalysis)
+    True
+    >>> problem = make_twin_problem(n_variables=40, observed="every_other", n_cycles=60, random_state=0)
+    >>> result = twin_experiment(step, problem, spin_up=20, ensemble_size=10, random_state=0)
+    >>> bool(result.rmse < 1.0)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["predict"])],
+        "inflation": [INFLATION, None],
+        "localization_radius": [NumberInterval(Real, 0, None, closed="neither"), None],
+        "reflect": ["boolean", Choices(("auto",))],
+    }
+
+    def __init__(self, estimator, *, inflation=None, localization_radius=None, reflect="auto"):
+        self.estimator = estimator
+        self.inflation = inflation
+        self.localization_radius = localization_radius
+        self.reflect = reflect
+
+    def _prepare(self):
+        check_is_fitted(self.estimator)
+        if not isinstance(self.estimator, MeasureTransformerRegressor):
+            raise TypeError(
+                f"LocalLearnedAnalysis runs a MeasureTransformerRegressor's network; got {type(self.estimator).__name__}."
+            )
+        self.recipe_ = recipe = _checked_recipe(self.estimator)
+        model = self.observation_model_
+        self.inflation_ = recipe["inflation"] if self.inflation is None else self.inflation
+        self.localization_radius_ = recipe["localization_radius"] if self.localization_radius is None \
+            else self.localization_radius
+        self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
+        self.noise_tail_ = model.tail
+        self.observation_variance_ = _kalman_variance(model, 1.0)
+        self._reflection = _reflection(recipe["window_radius"])
+        self._network = fitted_network(self.estimator)
+
+    def analyse(self, forecast, observation):
+        forecast = _inflated(forecast, self.inflation_)
+        model = self.observation_model_
+        features, centre, scale = local_analysis_features(
+            forecast, observation, model.observed, noise_scale=model.noise_scale, noise_tail=self.noise_tail_,
+            window_radius=self.recipe_["window_radius"], localization_radius=self.localization_radius_,
+            observation_variance=self.observation_variance_,
+            noise_ratio_range=tuple(self.recipe_["noise_ratio_range"]),
+        )
+        n_variables = features.shape[0]
+        batch = np.concatenate([features, features * self._reflection]) if self.reflect_ else features
+        with torch_threads(1), torch.inference_mode():
+            out = self._network.run(batch)[..., 0]
+        if self.reflect_:
+            out = 0.5 * (out[:n_variables] - out[n_variables:])
+        return (centre[:, None] + scale[:, None] * out).T
+
+
+def _checked_laws(noise):
+    laws = [noise] if isinstance(noise, ObservationModel) else list(noise)
+    if not laws or not all(isinstance(law, ObservationModel) for law in laws):
+        raise TypeError(
+            "noise must be an ObservationModel (its noise law and scale: ObservationModel(n_variables=40, "
+            "noise='cauchy'), SampledObservationModel(errors, ...)) or a list of them; got "
+            f"{[type(law).__name__ for law in laws] or 'an empty list'}."
+        )
+    return laws
+
+
+@validate_params(
+    {
+        "ensemble_sizes": [list, tuple],
+        "n_variables": [NumberInterval(Integral, 8, None, closed="left")],
+        "dt_obs": [list, tuple],
+        "observation_spacings": [list, tuple],
+        "n_cycles": [NumberInterval(Integral, 1, None, closed="left")],
+        "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
+        "every": [NumberInterval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.05, 0.1, 0.15),
+                     observation_spacings=(1, 2, 4), n_cycles=800, spin_up=100, every=3, random_state=None):
+    """Forecast ensembles of ``N + 1`` members recorded from cycled LETKF runs, the priors of local training pairs.
+
+    For every ensemble size ``N``, observation interval and spacing of the
+    observed variables (every ``k``-th), a Lorenz-96 twin problem with unit
+    Gaussian noise is run by a :class:`LETKF` with ``N + 1`` members (inflation
+    1.1, localisation 4), and every ``every``-th forecast after ``spin_up``
+    is kept. Their truth is not used later: one member of each ensemble
+    becomes the stand-in truth (:func:`make_local_analysis_data`).
+
+    Parameters
+    ----------
+    ensemble_sizes : sequence of int, default=(10, 20, 40)
+        The ``N`` of the training pairs (each run has ``N + 1`` members).
+    n_variables : int, default=40
+        Lorenz-96 variables.
+    dt_obs : sequence of float, default=(0.05, 0.1, 0.15)
+        Observation intervals.
+    observation_spacings : sequence of int, default=(1, 2, 4)
+        Every ``k``-th variable observed in the recorded runs.
+    n_cycles, spin_up, every : int
+        Cycles per run, cycles before the first recorded forecast, and the
+        recording period.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the runs.
+
+    Returns
+    -------
+    list of ndarray
+        The forecasts, each ``(N + 1, n_variables)``.
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import record_forecasts
+    >>> forecasts = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+    ...                              n_cycles=30, spin_up=10, every=5, random_state=0)
+    >>> len(forecasts), forecasts[0].shape
+    (4, (7, 12))
+    """
+    rng = check_random_state(random_state)
+    forecasts = []
+    for size in ensemble_sizes:
+        for dt in dt_obs:
+            for spacing in observation_spacings:
+                problem = make_twin_problem(n_variables=n_variables, observed=np.arange(0, n_variables, spacing),
+                                            dt_obs=dt, n_cycles=n_cycles, random_state=rng.randint(2**31))
+
+                def keep(cycle, forecast, analysis, truth):
+                    if cycle >= spin_up and (cycle - spin_up) % every == 0:
+                        forecasts.append(forecast.copy())
+
+                twin_experiment(LETKF(inflation=1.1, localization_radius=4.0), problem, ensemble_size=int(size) + 1,
+                                spin_up=min(spin_up, n_cycles - 1), random_state=rng.randint(2**31), callback=keep)
+    return forecasts
+
+
+def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_radius=4.0,
+                             observation_spacings=(1, 2, 4), missing_fraction=0.1, scale_range=(0.5, 2.0),
+                             n_draws=1, noise_ratio_range=(0.05, 20.0), random_state=None):
+    """Training pairs of a local learned analysis, without the likelihood and without the truth.
+
+    From each forecast of ``N + 1`` members (:func:`record_forecasts`), one
+    member drawn at random is the stand-in truth and the other ``N`` the
+    prior; observations of the stand-in are simulated with a noise law drawn
+    from ``noise`` (its own scale times a factor log-uniform in
+    ``scale_range``) on an observation network of every ``k``-th variable
+    (``k`` from ``observation_spacings``, a random offset, each observation
+    missing with probability ``missing_fraction``). Every grid point then
+    gives one pair: its window of the prior (:func:`local_analysis_features`)
+    and the stand-in's value there, standardised by the prior's mean and
+    spread. Drawing from a law is all that is needed of it, so a noise known
+    only by a record of errors (:class:`SampledObservationModel`) serves.
+
+    Parameters
+    ----------
+    forecasts : list of ndarray of shape (N + 1, n_variables)
+        The prior ensembles (any ``N``, equal within one call's arrays or not).
+    noise : ObservationModel or list of ObservationModel
+        The noise laws (only their law and scale are used).
+    window_radius : int, default=4
+        Half-width of the windows.
+    localization_radius : float, default=4.0
+        Localisation of the local ETKF analysis feature.
+    observation_spacings : sequence of int, default=(1, 2, 4)
+        The observation networks drawn from.
+    missing_fraction : float, default=0.1
+        Probability that an observation is missing.
+    scale_range : (float, float), default=(0.5, 2.0)
+        Range of the factor on the noise scale.
+    n_draws : int, default=1
+        Stand-ins and observation draws per forecast.
+    noise_ratio_range : (float, float), default=(0.05, 20.0)
+        Clipping of ``noise_scale / s`` in the features.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the draws.
+
+    Returns
+    -------
+    X : dict of int to ndarray of shape (n_pairs, N, n_features)
+        The windows, by ensemble size ``N``.
+    y : dict of int to ndarray of shape (n_pairs, 1, 1)
+        The stand-in's standardised value at each window's grid point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.assimilation import ObservationModel, make_local_analysis_data
+    >>> forecasts = [np.random.default_rng(0).standard_normal((11, 40))]
+    >>> X, y = make_local_analysis_data(forecasts, ObservationModel(n_variables=40, noise="cauchy"), random_state=0)
+    >>> X[10].shape, y[10].shape
+    ((40, 10, 48), (40, 1, 1))
+    """
+    laws = _checked_laws(noise)
+    rng = check_random_state(random_state)
+    X, y = {}, {}
+    low, high = np.log(scale_range[0]), np.log(scale_range[1])
+    for forecast in forecasts:
+        n_members, n_variables = forecast.shape
+        for _ in range(n_draws):
+            stand_in = rng.randint(n_members)
+            truth, prior = forecast[stand_in], np.delete(forecast, stand_in, axis=0)
+            law = laws[rng.randint(len(laws))]
+            scale = law.noise_scale * np.exp(rng.uniform(low, high))
+            spacing = observation_spacings[rng.randint(len(observation_spacings))]
+            observed = np.arange(rng.randint(spacing), n_variables, spacing)
+            observed = observed[rng.uniform(size=observed.size) >= missing_fraction]
+            if observed.size == 0:
+                continue
+            observation = truth[observed] + scale * law.standard_noise(observed.size, rng)
+            features, centre, spread = local_analysis_features(
+                prior, observation, observed, noise_scale=scale, noise_tail=law.tail, window_radius=window_radius,
+                localization_radius=localization_radius, observation_variance=_kalman_variance_of(law, scale),
+                noise_ratio_range=noise_ratio_range)
+            X.setdefault(n_members - 1, []).append(features)
+            y.setdefault(n_members - 1, []).append(((truth - centre) / spread)[:, None, None])
+    return ({size: np.concatenate(parts) for size, parts in X.items()},
+            {size: np.concatenate(parts) for size, parts in y.items()})
+
+
+def _kalman_variance_of(law, scale):
+    """The Kalman variance of ``law`` at another scale: its variance over its scale squared, times the scale squared."""
+    return _kalman_variance(law, 1.0) * (scale / law.noise_scale) ** 2
+
+
+def _default_laws():
+    return [ObservationModel(n_variables=8, noise="gaussian"), ObservationModel(n_variables=8, noise="student_t", df=1.5),
+            ObservationModel(n_variables=8, noise="student_t", df=4.0), ObservationModel(n_variables=8, noise="cauchy")]
+
+
+def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localization_radius=4.0, n_draws=2,
+                       d_model=32, n_heads=4, n_layers=2, max_epochs=6, lr=2e-3, batch_size=256, random_state=0,
+                       verbose=0, **estimator_params):
+    """Train a local learned analysis for the noise laws you can draw from; returns a ready :class:`LocalLearnedAnalysis`.
+
+    The recipe, likelihood-free and truth-free: forecasts of ``N + 1``
+    members from cycled LETKF runs (:func:`record_forecasts`, or yours), one
+    member as the stand-in truth and observations of it simulated with the
+    laws of ``noise`` (:func:`make_local_analysis_data`), and a residual
+    :class:`~sklearn_measattn.MeasureTransformerRegressor` fitted with the
+    energy loss against the stand-in's value (the CRPS of the analysis
+    members at the grid point, a proper score), one ensemble size after the
+    other in every epoch (sizes 10, 20 and 40 by default: one weight set for
+    all). Its recipe (window, localisation, noise-ratio range, the
+    parameters of this call) is stored in ``analysis_recipe_``, which
+    :func:`~sklearn_measattn.save_model` writes into the model file, so a
+    loaded model needs nothing passed beside it.
+
+    Time: about 20 minutes on 2 CPU cores with the defaults (the forecasts
+    about 1 minute of it); ``benchmarks/local_analysis_training.py``
+    measures it.
+
+    Parameters
+    ----------
+    noise : ObservationModel, list of ObservationModel or None, default=None
+        The noise laws to train for (their law and scale); None: the
+        shipped model's, Gaussian, Student-t with 1.5 and 4 degrees of
+        freedom and Cauchy, of scale 1 (times 0.5-2 in every draw).
+    forecasts : list of ndarray or None, default=None
+        Prior ensembles of ``N + 1`` members; None: :func:`record_forecasts`
+        with its defaults and this ``random_state``.
+    window_radius : int, default=4
+        Half-width of the windows.
+    localization_radius : float, default=4.0
+        Localisation of the local ETKF analysis the network corrects.
+    n_draws : int, default=2
+        Stand-ins and observation draws per forecast.
+    d_model, n_heads, n_layers, max_epochs, lr, batch_size :
+        The network and its training (see
+        :class:`~sklearn_measattn.MeasureTransformerRegressor`); the epochs
+        count passes over all ensemble sizes.
+    random_state : int, default=0
+        Seeds the data and the network.
+    verbose : int, default=0
+        Progress on stderr.
+    **estimator_params
+        Other parameters of the regressor (``kernel``, ``dim_feedforward``, ...).
+
+    Returns
+    -------
+    LocalLearnedAnalysis
+
+    Examples
+    --------
+    >>> from sklearn_measattn.assimilation import ObservationModel, fit_local_analysis, record_forecasts
+    >>> forecasts = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+    ...                              n_cycles=30, spin_up=10, every=5, random_state=0)
+    >>> step = fit_local_analysis(ObservationModel(n_variables=12), forecasts=forecasts, window_radius=2,
+    ...                           d_model=8, n_heads=2, n_layers=1, max_epochs=1)
+    >>> step.estimator.analysis_recipe_["window_radius"]
+    2
+    """
+    laws = _default_laws() if noise is None else _checked_laws(noise)
+    start = time.perf_counter()
+    rng = check_random_state(random_state)
+    if forecasts is None:
+        forecasts = record_forecasts(random_state=rng.randint(2**31))
+    noise_ratio_range = (0.05, 20.0)
+    X, y = make_local_analysis_data(forecasts, laws, window_radius=window_radius,
+                                    localization_radius=localization_radius, n_draws=n_draws,
+                                    noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31))
+    params = dict(kernel="softmax", residual=True, loss="energy", d_model=d_model, n_heads=n_heads, n_layers=n_layers,
+                  dim_feedforward=2 * d_model, lr=lr, batch_size=batch_size, max_epochs=1, random_state=random_state,
+                  verbose=verbose)
+    params.update(estimator_params)
+    estimator = MeasureTransformerRegressor(**params, warm_start=True)
+    sizes = sorted(X)
+    for _ in range(max_epochs):
+        for size in sizes:
+            estimator.fit(X[size], y[size])
+    estimator.analysis_recipe_ = {
+        "kind": "local",
+        "features": list(LOCAL_ANALYSIS_FEATURES),
+        "window_radius": int(window_radius),
+        "localization_radius": float(localization_radius),
+        "inflation": 1.0,
+        "noise_ratio_range": list(noise_ratio_range),
+        "trained_by": {
+            "function": "fit_local_analysis",
+            "noise": [repr(law) for law in laws],
+            "ensemble_sizes": sizes,
+            "n_pairs": {str(size): int(len(X[size])) for size in sizes},
+            "n_draws": int(n_draws),
+            "max_epochs": int(max_epochs),
+            "estimator": {key: value for key, value in params.items() if isinstance(value, (int, float, str, bool))},
+            "seconds": round(time.perf_counter() - start, 1),
+        },
+    }
+    return LocalLearnedAnalysis(estimator)

@@ -1,0 +1,256 @@
+"""The local learned analysis against the field's filters, each tuned on separate problems, held out on other seeds.
+
+Every method is tuned by ``tune_analysis`` (fewest divergences, then the lowest
+mean RMSE) over its own grid, which includes its localisation radius and
+inflation, on two tuning problems (seeds 1000 and 1001) of each setting and
+ensemble size, then run by ``compare_analyses`` on the held-out seeds. The
+rows are appended to a CSV (rows already there are not rerun), from which
+``--render`` writes the page's tables: per-seed RMSE and CRPS, the ratio to
+the tuned LETKF and to the best baseline of the same seed.
+
+Usage::
+
+    python studies/local_analysis.py --settings mnmef_sd1 --out studies/results/local_analysis.csv
+    python studies/local_analysis.py --render studies/results/local_analysis.csv --rst docs/local_analysis_results.rst
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sklearn_measattn.assimilation import (
+    LETKF,
+    ObservationModel,
+    RankHistogramFilter,
+    RobustEnKF,
+    SerialEnKF,
+    compare_analyses,
+    make_twin_problem,
+    pretrained_analysis,
+    tune_analysis,
+)
+
+
+class LaplaceObservationModel(ObservationModel):
+    """Laplace observation errors of variance ``noise_scale ** 2`` (DAPPER's ``todter2015`` setting)."""
+
+    def __init__(self, *, n_variables, observed="all", noise_scale=1.0):
+        super().__init__(n_variables=n_variables, observed=observed, noise_scale=noise_scale)
+        self.noise = "laplace"
+
+    @property
+    def tail(self):
+        return 0.0
+
+    @property
+    def variance(self):
+        return self.noise_scale**2
+
+    def standard_noise(self, size, random_state=None):
+        rng = np.random.RandomState(random_state) if not isinstance(random_state, np.random.RandomState) \
+            else random_state
+        return rng.laplace(scale=1.0 / np.sqrt(2.0), size=size)
+
+    def log_density(self, residual):
+        b = self.noise_scale / np.sqrt(2.0)
+        return -np.abs(np.asarray(residual, dtype=np.float64)) / b - np.log(2.0 * b)
+
+
+EVERY_FOURTH = np.arange(0, 40, 4)
+KALMAN = ("LETKF", "SerialEnKF")
+ALL = ("LETKF", "SerialEnKF", "RobustEnKF", "RHF", "RHF kernel", "scalar learned")
+
+#: name -> the twin problems' system and noise, the ensemble sizes, the baselines, the held-out cycles.
+SETTINGS = {
+    "mnmef_sd1": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
+                      law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
+    "mnmef_sd07": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
+                       law=dict(noise="gaussian", noise_scale=0.7), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
+    "fourth_cauchy": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
+                          law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=3000),
+    "fourth_student3": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
+                            law=dict(noise="student_t", df=3.0, noise_scale=1.0), sizes=(20,), methods=ALL,
+                            cycles=3000),
+    "other_cauchy_005": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.05),
+                             law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=1500),
+    "other_cauchy_01": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.1),
+                            law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=1500),
+    "todter_laplace": dict(system=dict(n_variables=80, observed="every_other", dt_obs=0.1),
+                           law=dict(laplace=1.0), sizes=(20,), methods=ALL, cycles=1500),
+    "sakov_oke": dict(system=dict(n_variables=40, observed="all", dt_obs=0.05),
+                      law=dict(noise="gaussian", noise_scale=1.0), sizes=(40,), methods=("LETKF",), cycles=1500),
+}
+TUNING_SEEDS = (1000, 1001)
+TUNING_CYCLES, SPIN_UP = 500, 150
+INFLATIONS = (1.0, 1.02, 1.05, 1.08, 1.12, 1.2)
+RADII = (2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
+
+
+def grids():
+    """Each method's step and tuning grid (localisation radius and inflation always among the parameters)."""
+    return {
+        "LETKF": (LETKF(), {"inflation": INFLATIONS, "localization_radius": RADII}),
+        "SerialEnKF": (SerialEnKF(batch_disjoint=True),
+                       {"inflation": (1.01, 1.03, 1.06, 1.1), "clip": (None, 2.0), "localization_radius": (2.0, 4.0, 8.0)}),
+        "RobustEnKF": (RobustEnKF(), {"inflation": (1.02, 1.05, 1.1), "clip": (1.5, 3.0),
+                                      "localization_radius": (2.0, 4.0, 8.0)}),
+        "RHF": (RankHistogramFilter(batch_disjoint=True),
+                {"inflation": (1.0, 1.03, 1.08), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
+        "RHF kernel": (RankHistogramFilter(prior="kernel", batch_disjoint=True),
+                       {"inflation": (1.0, 1.03, 1.08), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
+        "scalar learned": (pretrained_analysis("quantile_residual_fit", batch_disjoint=True),
+                           {"inflation": (1.0, 1.03), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
+        "local learned": (pretrained_analysis("local"),
+                          {"inflation": (1.0, 1.02, 1.05), "localization_radius": (3.0, 4.0, 6.0)}),
+    }
+
+
+def problems(setting, seeds, n_cycles):
+    spec = SETTINGS[setting]
+    law = dict(spec["law"])
+    if "laplace" in law:
+        model = LaplaceObservationModel(n_variables=spec["system"]["n_variables"],
+                                        observed=spec["system"]["observed"], noise_scale=law["laplace"])
+        return [make_twin_problem(observation_model=model, dt_obs=spec["system"]["dt_obs"], n_cycles=n_cycles,
+                                  random_state=seed) for seed in seeds]
+    return [make_twin_problem(**spec["system"], **law, n_cycles=n_cycles, random_state=seed) for seed in seeds]
+
+
+def _params(step):
+    return ";".join(f"{k}={v}" for k, v in sorted(step.get_params(deep=False).items()) if k != "estimator")
+
+
+def run(setting, seeds, out, n_jobs, methods=None):
+    spec = SETTINGS[setting]
+    rows = read(out) if out.exists() else []
+    all_grids = grids()
+    names = list(methods or spec["methods"]) + ["local learned"]
+    tuning = problems(setting, TUNING_SEEDS, TUNING_CYCLES + SPIN_UP)
+    held_out = problems(setting, seeds, spec["cycles"] + SPIN_UP)
+    for size in spec["sizes"]:
+        done = {(row["method"], int(row["seed"])) for row in rows
+                if row["setting"] == setting and int(row["members"]) == size}
+        todo = [name for name in names if any((name, seed) not in done for seed in seeds)]
+        if not todo:
+            continue
+        chosen = {}
+        for name in todo:
+            start = time.perf_counter()
+            step, grid = all_grids[name]
+            result = tune_analysis(step, grid, tuning, ensemble_size=size, spin_up=SPIN_UP, n_jobs=n_jobs)
+            chosen[name] = result.best_step
+            print(f"{setting} N={size} {name}: tuned {result.best_params} "
+                  f"({len(result.candidates)} candidates, {time.perf_counter() - start:.0f} s)", flush=True)
+        for row in compare_analyses(chosen, held_out, ensemble_size=size, spin_up=SPIN_UP, n_jobs=n_jobs):
+            seed = seeds[row["problem"]]
+            if (row["step"], seed) in done:
+                continue
+            rows.append({"setting": setting, "members": size, "method": row["step"], "seed": seed,
+                         "params": _params(chosen[row["step"]]), "rmse": row["rmse"], "crps": row["crps"],
+                         "spread": row["spread"], "diverged": row["diverged"], "ms_per_cycle": row["ms_per_cycle"]})
+            print(f"{setting} N={size} seed {seed} {row['step']:15s} rmse {row['rmse']:.3f} crps {row['crps']:.3f}"
+                  f"{' DIVERGED' if row['diverged'] else ''} {row['ms_per_cycle']:.1f} ms", flush=True)
+        write(out, rows)
+
+
+def read(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+TITLES = {
+    "mnmef_sd1": "every 4th variable observed every 0.15, Gaussian sd 1.0",
+    "mnmef_sd07": "every 4th variable observed every 0.15, Gaussian sd 0.7",
+    "fourth_cauchy": "every 4th variable observed every 0.15, Cauchy scale 1",
+    "fourth_student3": "every 4th variable observed every 0.15, Student-t df 3 scale 1",
+    "other_cauchy_005": "every other variable observed every 0.05, Cauchy scale 1",
+    "other_cauchy_01": "every other variable observed every 0.1, Cauchy scale 1",
+    "todter_laplace": "80 variables, every other observed every 0.1, Laplace variance 1",
+    "sakov_oke": "all observed every 0.05, Gaussian sd 1 (Sakov-Oke)",
+}
+
+
+def render(rows):
+    """The page's tables: per setting and ensemble size, each method's per-seed RMSE and CRPS and the ratios."""
+    lines = []
+    for setting in SETTINGS:
+        for size in sorted({int(r["members"]) for r in rows if r["setting"] == setting}):
+            block = [r for r in rows if r["setting"] == setting and int(r["members"]) == size]
+            seeds = sorted({int(r["seed"]) for r in block})
+            methods = list(dict.fromkeys(r["method"] for r in block))
+            value = {(r["method"], int(r["seed"])): r for r in block}
+            if not all((m, s) in value for m in methods for s in seeds):
+                continue
+
+            def score(method, seed, key):
+                row = value[(method, seed)]
+                return float("inf") if row["diverged"] == "True" else float(row[key])
+
+            best = {seed: min((score(m, seed, "rmse"), m) for m in methods if m != "local learned")
+                    for seed in seeds}
+            lines += [f"{TITLES[setting]}, N = {size}", "^" * 60, "",
+                      f"Seeds {', '.join(map(str, seeds))}; RMSE (CRPS) per seed, after {SPIN_UP} cycles of spin-up; "
+                      "ratios to the tuned LETKF and to the best baseline of each seed.", ""]
+            header = ["method", "RMSE per seed", "CRPS per seed", "/ LETKF", "/ best baseline", "ms / cycle", "tuned"]
+            table = []
+            for method in methods:
+                rmse = [score(method, s, "rmse") for s in seeds]
+                crps = [score(method, s, "crps") for s in seeds]
+                to_letkf = [r / score("LETKF", s, "rmse") for r, s in zip(rmse, seeds)]
+                to_best = [r / best[s][0] for r, s in zip(rmse, seeds)]
+                ms = np.median([float(value[(method, s)]["ms_per_cycle"]) for s in seeds])
+                table.append([method, _join(rmse), _join(crps), _join(to_letkf, 2), _join(to_best, 2), f"{ms:.1f}",
+                              value[(method, seeds[0])]["params"].replace(";", ", ")])
+            lines += _rst_table(header, table) + [""]
+    return "\n".join(lines)
+
+
+def _join(values, digits=3):
+    return " / ".join("div." if not np.isfinite(v) else f"{v:.{digits}f}" for v in values)
+
+
+def _rst_table(header, rows):
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows)]
+    rule = "  ".join("=" * w for w in widths)
+    fmt = "  ".join(f"{{:{w}s}}" for w in widths)
+    return [rule, fmt.format(*header), rule, *[fmt.format(*map(str, row)) for row in rows], rule]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--methods", nargs="+", default=None, help="baselines (default: the setting's)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[61, 62, 63])
+    parser.add_argument("--out", type=Path, default=Path("studies/results/local_analysis.csv"))
+    parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--render", type=Path, default=None, help="render this CSV instead of running")
+    parser.add_argument("--rst", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.render is not None:
+        text = render(read(args.render))
+        print(text)
+        if args.rst is not None:
+            args.rst.write_text(text + "\n")
+        return
+    print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; seeds {args.seeds}",
+          flush=True)
+    for setting in args.settings:
+        run(setting, args.seeds, args.out, args.n_jobs, args.methods)
+
+
+if __name__ == "__main__":
+    main()

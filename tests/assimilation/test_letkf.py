@@ -1,0 +1,124 @@
+"""The LETKF against the Kalman update it must equal, its localisation, and the tuning and comparison functions."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from sklearn_measattn.assimilation import (
+    LETKF,
+    EnKF,
+    ObservationModel,
+    compare_analyses,
+    make_twin_problem,
+    tune_analysis,
+    twin_experiment,
+)
+from sklearn_measattn.assimilation._letkf import observation_weights
+
+needs_dapper = pytest.mark.skipif(importlib.util.find_spec("dapper") is None, reason="DAPPER is not installed")
+
+
+def _ensemble(n_members, n_variables, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n_members, n_variables)) @ rng.standard_normal((n_variables, n_variables))
+
+
+def test_global_letkf_is_the_kalman_update_in_mean_and_covariance():
+    forecast = _ensemble(50, 6)
+    model = ObservationModel(n_variables=6, observed=[0, 2, 3], noise_scale=0.7)
+    observation = np.array([0.5, -1.0, 2.0])
+    analysis = LETKF(inflation=1.0, localization_radius=None).bind(model)(forecast, observation)
+    P = np.cov(forecast.T)
+    H = np.eye(6)[[0, 2, 3]]
+    gain = P @ H.T @ np.linalg.inv(H @ P @ H.T + 0.49 * np.eye(3))
+    mean = forecast.mean(axis=0)
+    np.testing.assert_allclose(analysis.mean(axis=0), mean + gain @ (observation - H @ mean), atol=1e-10)
+    np.testing.assert_allclose(np.cov(analysis.T), (np.eye(6) - gain @ H) @ P, atol=1e-10)
+
+
+def test_inflation_multiplies_the_forecast_anomalies_before_the_update():
+    forecast = _ensemble(30, 5, seed=1)
+    model = ObservationModel(n_variables=5, observed=[1])
+    inflated = forecast.mean(axis=0) + 1.2 * (forecast - forecast.mean(axis=0))
+    plain = LETKF(inflation=1.0, localization_radius=None).bind(model)
+    np.testing.assert_allclose(LETKF(inflation=1.2, localization_radius=None).bind(model)(forecast, [0.3]),
+                               plain(inflated, [0.3]), atol=1e-12)
+
+
+def test_localisation_leaves_variables_beyond_twice_the_radius_untouched():
+    forecast = _ensemble(12, 20, seed=2)
+    model = ObservationModel(n_variables=20, observed=[0])
+    analysis = LETKF(inflation=1.0, localization_radius=2.0).bind(model)(forecast, [5.0])
+    far = np.arange(5, 16)  # cyclic distance >= 5 > 2 * 2 from variable 0
+    np.testing.assert_allclose(analysis[:, far], forecast[:, far], atol=1e-12)
+    assert not np.allclose(analysis[:, 0], forecast[:, 0])
+    weights = observation_weights(20, [0], 2.0)
+    assert weights[0, 0] == 1.0 and weights[4, 0] == 0.0 and weights[19, 0] == weights[1, 0]
+
+
+def test_missing_observations_are_left_out_and_none_keeps_the_forecast():
+    forecast = _ensemble(12, 8, seed=3)
+    model = ObservationModel(n_variables=8, observed=[0, 4])
+    step = LETKF(localization_radius=None).bind(model)
+    only_first = LETKF(localization_radius=None).bind(ObservationModel(n_variables=8, observed=[0]))
+    np.testing.assert_allclose(step(forecast, [1.0, np.nan]), only_first(forecast, [1.0]), atol=1e-12)
+    np.testing.assert_array_equal(step(forecast, [np.nan, np.nan]), forecast)
+
+
+def test_letkf_tracks_a_sparse_network_and_refuses_bad_parameters():
+    problem = make_twin_problem(n_variables=20, observed="every_other", n_cycles=150, random_state=0)
+    result = twin_experiment(LETKF(inflation=1.05, localization_radius=3.0), problem, spin_up=50, ensemble_size=10,
+                             random_state=0)
+    free = twin_experiment("none", problem, spin_up=50, ensemble_size=10, random_state=0)
+    assert not result.diverged and result.rmse < 0.25 * free.rmse
+    with pytest.raises(ValueError, match="inflation"):
+        twin_experiment(LETKF(inflation=0.9), problem, ensemble_size=10)
+    assert twin_experiment("letkf", problem, spin_up=50, ensemble_size=10, random_state=0).rmse == pytest.approx(
+        twin_experiment(LETKF(), problem, spin_up=50, ensemble_size=10, random_state=0).rmse)
+
+
+@needs_dapper
+def test_letkf_matches_dappers_on_the_same_truth_and_observations():
+    from sklearn_measattn.assimilation import run_dapper
+
+    problem = make_twin_problem(n_variables=40, n_cycles=600, random_state=5)
+    ours = twin_experiment(LETKF(inflation=1.04, localization_radius=1.82 * 4), problem, ensemble_size=20,
+                           spin_up=200, random_state=5)
+    dappers = run_dapper("LETKF", problem, ensemble_size=20, spin_up=200, random_state=5, infl=1.04, loc_rad=4)
+    assert ours.rmse == pytest.approx(dappers.rmse, rel=0.08)
+
+
+@pytest.fixture(scope="module")
+def small_problems():
+    return [make_twin_problem(n_variables=12, observed="every_other", n_cycles=80, random_state=seed)
+            for seed in (1000, 1001)]
+
+
+def test_tuning_takes_the_fewest_divergences_then_the_lowest_mean_rmse(small_problems):
+    grid = {"inflation": [1.0, 1.05, 3.0], "localization_radius": [3.0]}
+    tuning = tune_analysis(LETKF(), grid, small_problems, ensemble_size=8, spin_up=20)
+    keys = [(c["n_diverged"], c["mean_rmse"]) for c in tuning.candidates]
+    assert keys.index(min(keys)) == [c["params"] for c in tuning.candidates].index(tuning.best_params)
+    assert tuning.best_step.get_params()["inflation"] == tuning.best_params["inflation"]
+    assert len(tuning.candidates) == 3 and all(len(c["rmse"]) == 2 for c in tuning.candidates)
+
+
+def test_parallel_runs_give_the_serial_results(small_problems):
+    steps = {"LETKF": LETKF(localization_radius=3.0), "EnKF": EnKF(localization_radius=3.0)}
+    serial = compare_analyses(steps, small_problems, ensemble_size=8, spin_up=20, reference="EnKF")
+    parallel = compare_analyses(steps, small_problems, ensemble_size=8, spin_up=20, reference="EnKF", n_jobs=2)
+    strip = [{k: v for k, v in row.items() if k != "ms_per_cycle"} for row in serial]
+    assert strip == [{k: v for k, v in row.items() if k != "ms_per_cycle"} for row in parallel]
+    assert [row["rmse_ratio"] for row in serial if row["step"] == "EnKF"] == [1.0, 1.0]
+
+
+def test_tuning_and_comparison_refuse_bad_input_before_running(small_problems):
+    with pytest.raises(TypeError, match="AnalysisStep"):
+        tune_analysis("letkf", {"inflation": [1.0]}, small_problems)
+    with pytest.raises(TypeError, match="TwinProblem"):
+        tune_analysis(LETKF(), {"inflation": [1.0]}, [])
+    with pytest.raises(ValueError, match="inflation"):
+        tune_analysis(LETKF(), {"inflation": [0.5]}, small_problems)
+    with pytest.raises(ValueError, match="reference"):
+        compare_analyses({"a": LETKF()}, small_problems, reference="b")

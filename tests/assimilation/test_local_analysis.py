@@ -1,0 +1,146 @@
+"""The local learned analysis: its windows, one network call per cycle, any ensemble size, missing observations,
+its model file, and the shipped model against the LETKF."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
+from sklearn_measattn.assimilation import (
+    LETKF,
+    LOCAL_ANALYSIS_FEATURES,
+    LocalLearnedAnalysis,
+    ObservationModel,
+    fit_local_analysis,
+    local_analysis_features,
+    make_local_analysis_data,
+    make_twin_problem,
+    pretrained_analysis,
+    record_forecasts,
+    twin_experiment,
+)
+from sklearn_measattn.assimilation._local import n_local_features
+
+needs_dapper = pytest.mark.skipif(importlib.util.find_spec("dapper") is None, reason="DAPPER is not installed")
+
+
+@pytest.fixture(scope="module")
+def forecasts():
+    return record_forecasts(ensemble_sizes=(6, 9), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+                            n_cycles=30, spin_up=10, every=5, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def untrained(forecasts):
+    """A model whose correction is still (almost) zero: the residual head starts at zero and barely moves."""
+    return fit_local_analysis(ObservationModel(n_variables=12), forecasts=forecasts, window_radius=2, d_model=8,
+                              n_heads=2, n_layers=1, max_epochs=1, lr=1e-9)
+
+
+def test_features_hold_the_local_etkf_analysis_and_the_window():
+    rng = np.random.default_rng(0)
+    forecast = rng.standard_normal((10, 16)) * rng.uniform(0.5, 2.0, 16) + 3.0
+    observed = np.arange(0, 16, 2)
+    observation = rng.standard_normal(observed.size)
+    features, centre, scale = local_analysis_features(forecast, observation, observed, noise_scale=0.8,
+                                                      noise_tail=0.0, window_radius=2, localization_radius=3.0)
+    assert features.shape == (16, 10, n_local_features(2)) and len(LOCAL_ANALYSIS_FEATURES) == 8
+    letkf = LETKF(inflation=1.0, localization_radius=3.0).bind(
+        ObservationModel(n_variables=16, observed=observed, noise_scale=0.8))(forecast, observation)
+    np.testing.assert_allclose(centre + scale * features[:, :, 0].T, letkf, atol=1e-10)
+    # the anomaly of member 3 at offset +1 of grid point 15 is variable 0 (the ring wraps), in point 15's spread
+    np.testing.assert_allclose(features[15, 3, 1 + 3], (forecast[3, 0] - centre[0]) / scale[15])
+    observed_column = 1 + 3 * 5 + 2  # "observed" at offset 0
+    np.testing.assert_array_equal(features[:, 0, observed_column], (np.arange(16) % 2 == 0).astype(float))
+
+
+def test_an_untrained_correction_is_the_letkf_with_one_network_call_per_cycle(untrained, monkeypatch):
+    problem = make_twin_problem(n_variables=12, observed="every_other", n_cycles=15, random_state=3)
+    network = untrained.estimator._network()
+    calls = []
+    run = type(network).run
+    monkeypatch.setattr(type(network), "run", lambda self, X: calls.append(X.shape) or run(self, X))
+    step = LocalLearnedAnalysis(untrained.estimator, reflect=False)
+    learned = twin_experiment(step, problem, ensemble_size=7, spin_up=5, random_state=0)
+    letkf = twin_experiment(LETKF(inflation=1.0, localization_radius=4.0), problem, ensemble_size=7, spin_up=5,
+                            random_state=0)
+    assert calls == [(12, 7, n_local_features(2))] * 15  # every grid point in one call, once a cycle
+    np.testing.assert_allclose(learned.rmse_per_cycle, letkf.rmse_per_cycle, rtol=1e-3)
+
+
+def test_any_ensemble_size_and_missing_observations(untrained):
+    model = ObservationModel(n_variables=12, observed="every_other")
+    step = untrained.bind(model)
+    rng = np.random.default_rng(1)
+    for n_members in (5, 30):
+        forecast = rng.standard_normal((n_members, 12))
+        assert step(forecast, rng.standard_normal(6)).shape == (n_members, 12)
+    forecast = rng.standard_normal((8, 12))
+    observation = rng.standard_normal(6)
+    partial = observation.copy()
+    partial[[1, 4]] = np.nan
+    restricted = untrained.bind(model.restricted(model.present(partial)))
+    np.testing.assert_allclose(step(forecast, partial), restricted(forecast, observation[[0, 2, 3, 5]]))
+    np.testing.assert_array_equal(step(forecast, np.full(6, np.nan)), forecast)
+
+
+def test_reflection_makes_the_step_odd_under_a_symmetric_law(untrained):
+    step = LocalLearnedAnalysis(untrained.estimator, reflect=True).bind(ObservationModel(n_variables=12))
+    rng = np.random.default_rng(2)
+    forecast, observation = rng.standard_normal((6, 12)), rng.standard_normal(12)
+    np.testing.assert_allclose(step(-forecast, -observation), -step(forecast, observation), atol=1e-9)
+
+
+def test_model_file_holds_the_recipe_and_a_model_without_one_is_refused(untrained, tmp_path):
+    path = tmp_path / "local.safetensors"
+    save_model(untrained.estimator, path)
+    loaded = load_model(path)
+    assert loaded.analysis_recipe_ == untrained.estimator.analysis_recipe_
+    forecast = np.random.default_rng(3).standard_normal((6, 12))
+    model = ObservationModel(n_variables=12)
+    np.testing.assert_allclose(LocalLearnedAnalysis(loaded).bind(model)(forecast, np.zeros(12)),
+                               untrained.bind(model)(forecast, np.zeros(12)))
+    plain = MeasureTransformerRegressor(d_model=8, n_heads=2, n_layers=1, max_epochs=1, random_state=0).fit(
+        np.zeros((4, 5, n_local_features(2))), np.zeros((4, 1, 1)))
+    with pytest.raises(ValueError, match="fit_local_analysis"):
+        LocalLearnedAnalysis(plain).bind(model)
+    plain.analysis_recipe_ = {**untrained.estimator.analysis_recipe_, "window_radius": 3}
+    with pytest.raises(ValueError, match="does not belong to this model"):
+        LocalLearnedAnalysis(plain).bind(model)
+
+
+def test_training_pairs_come_from_a_stand_in_member(forecasts):
+    X, y = make_local_analysis_data(forecasts[:3], ObservationModel(n_variables=12, noise="cauchy"),
+                                    window_radius=2, observation_spacings=(1,), missing_fraction=0.0, random_state=0)
+    assert set(X) == {6} and X[6].shape == (36, 6, n_local_features(2)) and y[6].shape == (36, 1, 1)
+    # the stand-in is one of the 7 members: standardised by the other 6, it lies within their reach
+    assert np.all(np.abs(y[6]) < 10)
+    with pytest.raises(TypeError, match="ObservationModel"):
+        make_local_analysis_data(forecasts, "cauchy")
+    with pytest.raises(TypeError, match="ObservationModel"):
+        fit_local_analysis(["gaussian"], forecasts=forecasts)
+
+
+def test_shipped_model_loads_alone_and_holds_the_truth_beside_the_letkf():
+    step = pretrained_analysis("local")
+    recipe = step.estimator.analysis_recipe_
+    assert recipe["kind"] == "local" and recipe["trained_by"]["function"] == "fit_local_analysis"
+    problem = make_twin_problem(n_variables=40, observed=np.arange(0, 40, 4), dt_obs=0.15, n_cycles=150,
+                                random_state=77)
+    learned = twin_experiment(step, problem, ensemble_size=20, spin_up=50, random_state=0)
+    letkf = twin_experiment(LETKF(inflation=1.02, localization_radius=4.0), problem, ensemble_size=20, spin_up=50,
+                            random_state=0)
+    free = twin_experiment("none", problem, ensemble_size=20, spin_up=50, random_state=0)
+    assert not learned.diverged and learned.rmse < 0.6 * free.rmse
+    assert learned.rmse < 1.15 * letkf.rmse
+    with pytest.raises(TypeError, match="relaxation"):
+        pretrained_analysis("local", relaxation=0.3)
+
+
+@needs_dapper
+def test_local_step_runs_as_a_dapper_method():
+    from sklearn_measattn.assimilation import dapper_method
+
+    method = dapper_method(pretrained_analysis("local"), ensemble_size=10)
+    assert hasattr(method, "assimilate")
