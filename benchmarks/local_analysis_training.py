@@ -48,7 +48,8 @@ def main(argv=None):
     params = {"max_epochs": 1, "d_model": 16} if args.quick else {}
     if args.epochs is not None:
         params["max_epochs"] = args.epochs
-    step = fit_local_analysis(forecasts=forecasts, random_state=args.seed, verbose=1, **params)
+    step = fit_local_analysis(forecasts=forecasts, random_state=args.seed, verbose=1,
+                              **params)
     total = time.perf_counter() - start
     pairs = step.estimator.analysis_recipe_["trained_by"]["n_pairs"]
     print(f"trained on {sum(pairs.values())} windows ({pairs}) in {total - recorded:.0f} s", flush=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validation import POSITIVE_REAL
-from ._baselines import INFLATION, LOCALIZATION, AnalysisStep, _inflated, _kalman_variance, gaspari_cohn
+from ._baselines import CLIP, INFLATION, LOCALIZATION, AnalysisStep, _inflated, _kalman_variance, gaspari_cohn
 
 __all__ = ["LETKF"]
 
@@ -24,6 +24,14 @@ def observation_weights(n_variables, observed, radius):
     if radius is None:
         return np.ones((n_variables, len(observed)))
     return gaspari_cohn(ring_distances(n_variables, observed), radius)
+
+
+def clipped_innovation(observed_anomalies, innovation, noise_variance, clip):
+    """The innovation clipped at ``clip`` innovation standard deviations ``sqrt(var(Y_j) + r)`` (None: as it is)."""
+    if clip is None:
+        return innovation
+    bound = clip * np.sqrt(observed_anomalies.var(axis=0, ddof=1) + noise_variance)
+    return np.clip(innovation, -bound, bound)
 
 
 def local_transform(anomalies, observed_anomalies, innovation, precision):
@@ -77,7 +85,10 @@ class LETKF(AnalysisStep):
     together, in one batch of ``n_variables`` small ``(N, N)`` eigenproblems.
     The observation-error variance is that of :class:`EnKF` (the noise law's
     variance, or ``noise_scale ** 2`` for laws without one, times
-    ``variance_factor``). Missing (NaN) observations are left out; a cycle
+    ``variance_factor``). With ``clip``, each innovation is first clipped at
+    ``clip`` innovation standard deviations (``sqrt(var(Hx) + R)``), the
+    Huber-type safeguard of :class:`RobustEnKF` against heavy-tailed errors
+    (a robust LETKF); the ensemble transform itself is unchanged. Missing (NaN) observations are left out; a cycle
     with none returns the forecast unchanged.
 
     Parameters
@@ -92,6 +103,9 @@ class LETKF(AnalysisStep):
         observation counts fully everywhere (the global ETKF).
     variance_factor : float, default=1.0
         Multiplies the observation-error variance.
+    clip : float or None, default=None
+        Clipping threshold of the innovations, in innovation standard
+        deviations; None: no clipping (the LETKF of Hunt et al.).
 
     Attributes
     ----------
@@ -112,12 +126,14 @@ class LETKF(AnalysisStep):
         "inflation": [INFLATION],
         "localization_radius": LOCALIZATION,
         "variance_factor": [POSITIVE_REAL],
+        "clip": [CLIP, None],
     }
 
-    def __init__(self, *, inflation=1.05, localization_radius=4.0, variance_factor=1.0):
+    def __init__(self, *, inflation=1.05, localization_radius=4.0, variance_factor=1.0, clip=None):
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.variance_factor = variance_factor
+        self.clip = clip
 
     def _prepare(self):
         self.observation_variance_ = _kalman_variance(self.observation_model_, self.variance_factor)
@@ -129,5 +145,7 @@ class LETKF(AnalysisStep):
         anomalies = forecast - mean
         precision = observation_weights(forecast.shape[1], observed, self.localization_radius)
         precision = precision / self.observation_variance_
-        return mean + local_transform(anomalies, anomalies[:, observed], observation - mean[observed], precision)
+        innovation = clipped_innovation(anomalies[:, observed], observation - mean[observed],
+                                        self.observation_variance_, self.clip)
+        return mean + local_transform(anomalies, anomalies[:, observed], innovation, precision)
 

@@ -11,6 +11,7 @@ the network together: one forward pass per cycle.
 
 from __future__ import annotations
 
+import sys
 import time
 from numbers import Integral, Real
 
@@ -25,7 +26,7 @@ from .._threads import torch_threads
 from .._validation import Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, AnalysisStep, _inflated, _kalman_variance
-from ._letkf import LETKF, local_transform, observation_weights
+from ._letkf import LETKF, clipped_innovation, local_transform, observation_weights
 from ._problem import make_twin_problem
 from ._twin import twin_experiment
 
@@ -62,7 +63,8 @@ def _reflection(window_radius):
 
 
 def local_analysis_features(forecast, observation, observed, *, noise_scale, noise_tail, window_radius=4,
-                            localization_radius=4.0, observation_variance=None, noise_ratio_range=(0.05, 20.0)):
+                            localization_radius=4.0, observation_variance=None, noise_ratio_range=(0.05, 20.0),
+                            clip=3.0):
     """The local windows of every grid point of a forecast ensemble, as measures for a learned local analysis.
 
     Parameters
@@ -85,6 +87,11 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
         The variance that analysis assumes; None: ``noise_scale ** 2``.
     noise_ratio_range : (float, float) or None, default=(0.05, 20.0)
         ``noise_scale / s`` is clipped to it in ``log_noise_ratio``.
+    clip : float or None, default=3.0
+        The local ETKF analysis of the ``letkf`` feature clips each
+        innovation at this many innovation standard deviations (as
+        ``LETKF(clip=...)``), so that one gross observation error does not
+        throw the analysis the network corrects far off; None: no clipping.
 
     Returns
     -------
@@ -109,7 +116,8 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
     spread = np.maximum(anomalies.std(axis=0, ddof=1), _SPREAD_FLOOR)
     variance = noise_scale**2 if observation_variance is None else observation_variance
     precision = observation_weights(n_variables, observed, localization_radius) / variance
-    letkf = local_transform(anomalies, anomalies[:, observed], observation - mean[observed], precision)
+    innovation = clipped_innovation(anomalies[:, observed], observation - mean[observed], variance, clip)
+    letkf = local_transform(anomalies, anomalies[:, observed], innovation, precision)
     window = (np.arange(n_variables)[:, None] + np.arange(-window_radius, window_radius + 1)[None, :]) % n_variables
     present = np.zeros(n_variables, dtype=bool)
     present[observed] = True
@@ -244,7 +252,7 @@ class LocalLearnedAnalysis(AnalysisStep):
             forecast, observation, model.observed, noise_scale=model.noise_scale, noise_tail=self.noise_tail_,
             window_radius=self.recipe_["window_radius"], localization_radius=self.localization_radius_,
             observation_variance=self.observation_variance_,
-            noise_ratio_range=tuple(self.recipe_["noise_ratio_range"]),
+            noise_ratio_range=tuple(self.recipe_["noise_ratio_range"]), clip=self.recipe_["letkf_clip"],
         )
         n_variables = features.shape[0]
         batch = np.concatenate([features, features * self._reflection]) if self.reflect_ else features
@@ -338,7 +346,7 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
 
 def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_radius=4.0,
                              observation_spacings=(1, 2, 4), missing_fraction=0.1, scale_range=(0.5, 2.0),
-                             n_draws=1, noise_ratio_range=(0.05, 20.0), random_state=None):
+                             n_draws=1, noise_ratio_range=(0.05, 20.0), clip=3.0, random_state=None):
     """Training pairs of a local learned analysis, without the likelihood and without the truth.
 
     From each forecast of ``N + 1`` members (:func:`record_forecasts`), one
@@ -373,6 +381,9 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
         Stand-ins and observation draws per forecast.
     noise_ratio_range : (float, float), default=(0.05, 20.0)
         Clipping of ``noise_scale / s`` in the features.
+    clip : float or None, default=3.0
+        Innovation clipping of the local ETKF analysis feature (see
+        :func:`local_analysis_features`).
     random_state : int, RandomState instance or None, default=None
         Seeds the draws.
 
@@ -412,7 +423,7 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
             features, centre, spread = local_analysis_features(
                 prior, observation, observed, noise_scale=scale, noise_tail=law.tail, window_radius=window_radius,
                 localization_radius=localization_radius, observation_variance=_kalman_variance_of(law, scale),
-                noise_ratio_range=noise_ratio_range)
+                noise_ratio_range=noise_ratio_range, clip=clip)
             X.setdefault(n_members - 1, []).append(features)
             y.setdefault(n_members - 1, []).append(((truth - centre) / spread)[:, None, None])
     return ({size: np.concatenate(parts) for size, parts in X.items()},
@@ -429,8 +440,8 @@ def _default_laws():
             ObservationModel(n_variables=8, noise="student_t", df=4.0), ObservationModel(n_variables=8, noise="cauchy")]
 
 
-def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localization_radius=4.0, n_draws=2,
-                       d_model=32, n_heads=4, n_layers=2, max_epochs=6, lr=2e-3, batch_size=256, random_state=0,
+def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localization_radius=4.0, clip=3.0, n_draws=2,
+                       d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256, random_state=0,
                        verbose=0, **estimator_params):
     """Train a local learned analysis for the noise laws you can draw from; returns a ready :class:`LocalLearnedAnalysis`.
 
@@ -464,6 +475,8 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
         Half-width of the windows.
     localization_radius : float, default=4.0
         Localisation of the local ETKF analysis the network corrects.
+    clip : float or None, default=3.0
+        Innovation clipping of that analysis, in innovation standard deviations.
     n_draws : int, default=2
         Stand-ins and observation draws per forecast.
     d_model, n_heads, n_layers, max_epochs, lr, batch_size :
@@ -473,7 +486,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     random_state : int, default=0
         Seeds the data and the network.
     verbose : int, default=0
-        Progress on stderr.
+        With 1, a line per epoch and ensemble size on stderr (the loss and the time so far).
     **estimator_params
         Other parameters of the regressor (``kernel``, ``dim_feedforward``, ...).
 
@@ -498,22 +511,26 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
         forecasts = record_forecasts(random_state=rng.randint(2**31))
     noise_ratio_range = (0.05, 20.0)
     X, y = make_local_analysis_data(forecasts, laws, window_radius=window_radius,
-                                    localization_radius=localization_radius, n_draws=n_draws,
+                                    localization_radius=localization_radius, clip=clip, n_draws=n_draws,
                                     noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31))
     params = dict(kernel="softmax", residual=True, loss="energy", d_model=d_model, n_heads=n_heads, n_layers=n_layers,
-                  dim_feedforward=2 * d_model, lr=lr, batch_size=batch_size, max_epochs=1, random_state=random_state,
-                  verbose=verbose)
+                  dim_feedforward=2 * d_model, lr=lr, batch_size=batch_size, max_epochs=1, random_state=random_state)
     params.update(estimator_params)
     estimator = MeasureTransformerRegressor(**params, warm_start=True)
     sizes = sorted(X)
-    for _ in range(max_epochs):
+    for epoch in range(max_epochs):
         for size in sizes:
             estimator.fit(X[size], y[size])
+            if verbose:
+                print(f"fit_local_analysis: epoch {epoch + 1}/{max_epochs}, N={size}: energy loss "
+                      f"{estimator.history_[-1, 'train_loss']:.4f} ({time.perf_counter() - start:.0f} s)",
+                      file=sys.stderr, flush=True)
     estimator.analysis_recipe_ = {
         "kind": "local",
         "features": list(LOCAL_ANALYSIS_FEATURES),
         "window_radius": int(window_radius),
         "localization_radius": float(localization_radius),
+        "letkf_clip": None if clip is None else float(clip),
         "inflation": 1.0,
         "noise_ratio_range": list(noise_ratio_range),
         "trained_by": {

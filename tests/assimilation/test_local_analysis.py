@@ -46,7 +46,7 @@ def test_features_hold_the_local_etkf_analysis_and_the_window():
     features, centre, scale = local_analysis_features(forecast, observation, observed, noise_scale=0.8,
                                                       noise_tail=0.0, window_radius=2, localization_radius=3.0)
     assert features.shape == (16, 10, n_local_features(2)) and len(LOCAL_ANALYSIS_FEATURES) == 8
-    letkf = LETKF(inflation=1.0, localization_radius=3.0).bind(
+    letkf = LETKF(inflation=1.0, localization_radius=3.0, clip=3.0).bind(
         ObservationModel(n_variables=16, observed=observed, noise_scale=0.8))(forecast, observation)
     np.testing.assert_allclose(centre + scale * features[:, :, 0].T, letkf, atol=1e-10)
     # the anomaly of member 3 at offset +1 of grid point 15 is variable 0 (the ring wraps), in point 15's spread
@@ -63,7 +63,7 @@ def test_an_untrained_correction_is_the_letkf_with_one_network_call_per_cycle(un
     monkeypatch.setattr(type(network), "run", lambda self, X: calls.append(X.shape) or run(self, X))
     step = LocalLearnedAnalysis(untrained.estimator, reflect=False)
     learned = twin_experiment(step, problem, ensemble_size=7, spin_up=5, random_state=0)
-    letkf = twin_experiment(LETKF(inflation=1.0, localization_radius=4.0), problem, ensemble_size=7, spin_up=5,
+    letkf = twin_experiment(LETKF(inflation=1.0, localization_radius=4.0, clip=3.0), problem, ensemble_size=7, spin_up=5,
                             random_state=0)
     assert calls == [(12, 7, n_local_features(2))] * 15  # every grid point in one call, once a cycle
     np.testing.assert_allclose(learned.rmse_per_cycle, letkf.rmse_per_cycle, rtol=1e-3)
