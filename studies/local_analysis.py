@@ -92,10 +92,14 @@ INFLATIONS = (1.0, 1.02, 1.05, 1.08, 1.12, 1.2)
 RADII = (2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 
 
-def grids():
-    """Each method's step and tuning grid (localisation radius and inflation always among the parameters)."""
+def grids(setting):
+    """Each method's step and tuning grid (localisation radius and inflation always among the parameters).
+
+    Under non-Gaussian noise the LETKF's grid also has its innovation clipping (a robust LETKF).
+    """
+    clips = (None,) if SETTINGS[setting]["law"].get("noise") == "gaussian" else (None, 2.0, 3.0)
     return {
-        "LETKF": (LETKF(), {"inflation": INFLATIONS, "localization_radius": RADII}),
+        "LETKF": (LETKF(), {"inflation": INFLATIONS, "localization_radius": RADII, "clip": clips}),
         "SerialEnKF": (SerialEnKF(batch_disjoint=True),
                        {"inflation": (1.01, 1.03, 1.06, 1.1), "clip": (None, 2.0), "localization_radius": (2.0, 4.0, 8.0)}),
         "RobustEnKF": (RobustEnKF(), {"inflation": (1.02, 1.05, 1.1), "clip": (1.5, 3.0),
@@ -107,7 +111,7 @@ def grids():
         "scalar learned": (pretrained_analysis("quantile_residual_fit", batch_disjoint=True),
                            {"inflation": (1.0, 1.03), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
         "local learned": (pretrained_analysis("local"),
-                          {"inflation": (1.0, 1.02, 1.05), "localization_radius": (3.0, 4.0, 6.0)}),
+                          {"inflation": (1.0, 1.02, 1.05), "localization_radius": (3.0, 4.0, 6.0, 8.0)}),
     }
 
 
@@ -129,8 +133,8 @@ def _params(step):
 def run(setting, seeds, out, n_jobs, methods=None):
     spec = SETTINGS[setting]
     rows = read(out) if out.exists() else []
-    all_grids = grids()
-    names = list(methods or spec["methods"]) + ["local learned"]
+    all_grids = grids(setting)
+    names = list(methods) if methods else [*spec["methods"], "local learned"]
     tuning = problems(setting, TUNING_SEEDS, TUNING_CYCLES + SPIN_UP)
     held_out = problems(setting, seeds, spec["cycles"] + SPIN_UP)
     for size in spec["sizes"]:
@@ -233,15 +237,16 @@ def _rst_table(header, rows):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--methods", nargs="+", default=None, help="baselines (default: the setting's)")
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="the methods to run (default: the setting's baselines and the local learned analysis)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[61, 62, 63])
     parser.add_argument("--out", type=Path, default=Path("studies/results/local_analysis.csv"))
     parser.add_argument("--n-jobs", type=int, default=1)
-    parser.add_argument("--render", type=Path, default=None, help="render this CSV instead of running")
+    parser.add_argument("--render", type=Path, nargs="+", default=None, help="render these CSVs instead of running")
     parser.add_argument("--rst", type=Path, default=None)
     args = parser.parse_args(argv)
     if args.render is not None:
-        text = render(read(args.render))
+        text = render([row for path in args.render for row in read(path)])
         print(text)
         if args.rst is not None:
             args.rst.write_text(text + "\n")

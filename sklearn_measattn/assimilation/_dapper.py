@@ -76,7 +76,7 @@ from ._twin import (
 __all__ = ["DAPPER_METHODS", "dapper_method", "run_dapper"]
 
 #: The DAPPER filters :func:`run_dapper` runs, by name.
-DAPPER_METHODS = ("EnKF", "EnKF_sqrt", "LETKF", "PartFilt")
+DAPPER_METHODS = ("EnKF", "EnKF_sqrt", "EnKF_N", "LETKF", "PartFilt")
 
 _INFL = NumberInterval(Real, 0, None, closed="neither", why="DAPPER's multiplicative inflation of the analysis anomalies")
 _ROT = ["boolean"]
@@ -85,6 +85,10 @@ _ENKF_PARAMS = {"infl": [_INFL], "rot": _ROT}
 _METHOD_PARAMS = {
     "EnKF": _ENKF_PARAMS,
     "EnKF_sqrt": _ENKF_PARAMS,
+    "EnKF_N": {
+        **_ENKF_PARAMS,
+        "xN": [NumberInterval(Real, 0, None, closed="neither", why="the confidence in the prior's inflation")],
+    },
     "LETKF": {
         **_ENKF_PARAMS,
         "loc_rad": [NumberInterval(Real, 0, None, closed="neither", why="the taper is exp(-1/2) at this distance")],
@@ -157,11 +161,11 @@ def _dapper_imports(caller):
 def _import_dapper():
     with _dapper_imports("run_dapper"):
         import dapper.mods as modelling
-        from dapper.da_methods.ensemble import LETKF, EnKF
+        from dapper.da_methods.ensemble import LETKF, EnKF, EnKF_N
         from dapper.da_methods.particle import PartFilt
         from dapper.tools import progressbar, seeding
         from dapper.tools.localization import nd_Id_localization
-    return modelling, {"EnKF": EnKF, "LETKF": LETKF, "PartFilt": PartFilt}, progressbar, seeding, nd_Id_localization
+    return modelling, {"EnKF": EnKF, "EnKF_N": EnKF_N, "LETKF": LETKF, "PartFilt": PartFilt}, progressbar, seeding, nd_Id_localization
 
 
 def _make_method(classes, method, ensemble_size, method_params):
@@ -170,6 +174,8 @@ def _make_method(classes, method, ensemble_size, method_params):
         return classes["EnKF"]("PertObs", ensemble_size, **params)
     if method == "EnKF_sqrt":
         return classes["EnKF"]("Sqrt", ensemble_size, **params)
+    if method == "EnKF_N":
+        return classes["EnKF_N"](ensemble_size, **params)
     if method == "LETKF":
         return classes["LETKF"](ensemble_size, **params)
     return classes["PartFilt"](ensemble_size, **params)
@@ -383,10 +389,11 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
 
     Parameters
     ----------
-    method : {"EnKF", "EnKF_sqrt", "LETKF", "PartFilt"}
+    method : {"EnKF", "EnKF_sqrt", "EnKF_N", "LETKF", "PartFilt"}
         DAPPER's filter: ``"EnKF"`` is ``EnKF('PertObs', N)`` (perturbed
         observations), ``"EnKF_sqrt"`` is ``EnKF('Sqrt', N, rot=True)`` (the
-        symmetric square-root ETKF), ``"LETKF"`` is ``LETKF(N, rot=True,
+        symmetric square-root ETKF), ``"EnKF_N"`` is ``EnKF_N(N)`` (Bocquet's
+        finite-size EnKF, which estimates its own inflation), ``"LETKF"`` is ``LETKF(N, rot=True,
         loc_rad=...)`` and ``"PartFilt"`` is the bootstrap particle filter
         ``PartFilt(N)``. All are listed in :data:`DAPPER_METHODS`.
     problem : TwinProblem
@@ -403,6 +410,7 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     **method_params : dict
         Passed to DAPPER's constructor. ``EnKF`` and ``EnKF_sqrt``: ``infl``
         (inflation of the analysis anomalies, default 1) and ``rot``.
+        ``EnKF_N``: those and ``xN`` (the confidence in the prior, default 1).
         ``LETKF``: those, ``loc_rad`` (required; the taper is ``exp(-1/2)``
         at this distance, a Gaspari-Cohn half-width of ``1.82 * loc_rad``),
         ``taper`` and ``xN``. ``PartFilt``: ``reg`` (jitter, default 0),

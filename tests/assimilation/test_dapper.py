@@ -31,7 +31,7 @@ needs_dapper = pytest.mark.skipif(
     importlib.util.find_spec("dapper") is None, reason="DAPPER is not installed (pip install sklearn-measattn[assimilation])"
 )
 
-SMALL = {"EnKF": {"infl": 1.02}, "EnKF_sqrt": {"infl": 1.02}, "LETKF": {"infl": 1.02, "loc_rad": 3}, "PartFilt": {"reg": 0.7, "NER": 0.5}}
+SMALL = {"EnKF": {"infl": 1.02}, "EnKF_sqrt": {"infl": 1.02}, "EnKF_N": {"xN": 1.0}, "LETKF": {"infl": 1.02, "loc_rad": 3}, "PartFilt": {"reg": 0.7, "NER": 0.5}}
 
 
 @pytest.fixture(scope="module")
