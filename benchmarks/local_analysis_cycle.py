@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sklearn_measattn.assimilation import LETKF, LocalLearnedAnalysis, make_twin_problem, pretrained_analysis, \
-    twin_experiment
+from sklearn_measattn.assimilation import LETKF, LocalLearnedAnalysis, make_twin_problem, pretrained_analysis, twin_experiment
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attention_speed import cpu_description  # noqa: E402

@@ -200,7 +200,7 @@ def render(rows):
             if not all((m, s) in value for m in methods for s in seeds):
                 continue
 
-            def score(method, seed, key):
+            def score(method, seed, key, value=value):
                 row = value[(method, seed)]
                 return float("inf") if row["diverged"] == "True" else float(row[key])
 

@@ -165,7 +165,8 @@ def _import_dapper():
         from dapper.da_methods.particle import PartFilt
         from dapper.tools import progressbar, seeding
         from dapper.tools.localization import nd_Id_localization
-    return modelling, {"EnKF": EnKF, "EnKF_N": EnKF_N, "LETKF": LETKF, "PartFilt": PartFilt}, progressbar, seeding, nd_Id_localization
+    classes = {"EnKF": EnKF, "EnKF_N": EnKF_N, "LETKF": LETKF, "PartFilt": PartFilt}
+    return modelling, classes, progressbar, seeding, nd_Id_localization
 
 
 def _make_method(classes, method, ensemble_size, method_params):

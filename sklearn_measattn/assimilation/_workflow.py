@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from joblib import Parallel, delayed
-from sklearn.base import clone
 from sklearn.model_selection import ParameterGrid
 
 from ._baselines import AnalysisStep
@@ -38,6 +37,12 @@ def _checked_step(step, caller, name="step"):
             f"{type(step).__name__}."
         )
     step._check_parameters()
+
+
+def _with_params(step, params):
+    """A new step of ``step``'s class with its parameters and ``params``; a fitted estimator it holds is shared,
+    not cloned (scikit-learn's ``clone`` would hand the step an unfitted copy)."""
+    return type(step)(**{**step.get_params(deep=False), **params})
 
 
 def _run_one(step, problem, ensemble_size, spin_up, random_state):
@@ -127,7 +132,7 @@ def tune_analysis(step, param_grid, problems, *, ensemble_size=40, spin_up=100, 
     _checked_step(step, "tune_analysis")
     problems = _checked_problems(problems, "tune_analysis")
     grid = list(ParameterGrid(param_grid))
-    steps = [clone(step).set_params(**params) for params in grid]
+    steps = [_with_params(step, params) for params in grid]
     for candidate in steps:
         candidate._check_parameters()
     runs = Parallel(n_jobs=n_jobs)(
@@ -141,7 +146,7 @@ def tune_analysis(step, param_grid, problems, *, ensemble_size=40, spin_up=100, 
         candidates.append({"params": params, "n_diverged": sum(score["diverged"] for score in scores),
                            "mean_rmse": float(np.mean(rmse)), "rmse": rmse})
     best = min(range(len(grid)), key=lambda i: (candidates[i]["n_diverged"], candidates[i]["mean_rmse"]))
-    return TuningResult(best_step=clone(steps[best]), best_params=grid[best], candidates=candidates)
+    return TuningResult(best_step=_with_params(step, grid[best]), best_params=grid[best], candidates=candidates)
 
 
 def compare_analyses(steps, problems, *, ensemble_size=40, spin_up=100, random_state=0, reference=None, n_jobs=None):

@@ -59,7 +59,7 @@ def test_missing_dapper_raises_import_error_naming_the_extra(no_dapper, gaussian
 @pytest.mark.parametrize(
     "method, kwargs, match",
     [
-        ("EnKF_PertObs", {}, r"'method' parameter .* \{'EnKF', 'EnKF_sqrt', 'LETKF', 'PartFilt'\}"),
+        ("EnKF_PertObs", {}, r"'method' parameter .* \{'EnKF', 'EnKF_sqrt', 'EnKF_N', 'LETKF', 'PartFilt'\}"),
         ("enkf", {}, "'method' parameter"),
         ("EnKF", {"inflation": 1.05}, r"\['inflation'\]; for DAPPER's EnKF .* the keyword arguments it takes are infl, rot"),
         ("EnKF", {"N": 20}, "ensemble_size"),

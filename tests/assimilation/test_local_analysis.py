@@ -144,3 +144,11 @@ def test_local_step_runs_as_a_dapper_method():
 
     method = dapper_method(pretrained_analysis("local"), ensemble_size=10)
     assert hasattr(method, "assimilate")
+
+
+def test_tuning_keeps_the_fitted_model_of_a_learned_step(untrained):
+    from sklearn_measattn.assimilation import tune_analysis
+
+    problem = make_twin_problem(n_variables=12, observed="every_other", n_cycles=30, random_state=4)
+    tuning = tune_analysis(untrained, {"inflation": [1.0, 1.05]}, [problem], ensemble_size=6, spin_up=10)
+    assert tuning.best_step.estimator is untrained.estimator and len(tuning.candidates) == 2
