@@ -376,7 +376,7 @@ def twin_experiment(
     ----------
     analysis : str, AnalysisStep or callable
         The analysis step: ``"none"`` (free-running ensemble), ``"enkf"``
-        (:class:`EnKF`), ``"robust_enkf"`` (:class:`RobustEnKF`),
+        (:class:`EnKF`), ``"letkf"`` (:class:`LETKF`), ``"robust_enkf"`` (:class:`RobustEnKF`),
         ``"serial_enkf"`` (:class:`SerialEnKF`), ``"rank_histogram"``
         (:class:`RankHistogramFilter`), ``"particle_filter"``
         (:class:`ParticleFilter`), each with its default parameters; an
