@@ -48,6 +48,7 @@ templates_path = ["_templates"]
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "auto_examples/*.ipynb", "auto_examples/*.py",
                     "assimilation_results.rst",  # included by assimilation.rst
                     "assimilation_reference_results.rst",  # included by assimilation.rst
+                    "local_analysis_results.rst",  # included by local_analysis.rst
                     "phase_diagram_results.rst"]  # included by phase_diagram.rst
 root_doc = "index"
 default_role = "literal"
