@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from sklearn_measattn.assimilation import (
     LETKF,
@@ -53,9 +54,7 @@ class LaplaceObservationModel(ObservationModel):
         return self.noise_scale**2
 
     def standard_noise(self, size, random_state=None):
-        rng = np.random.RandomState(random_state) if not isinstance(random_state, np.random.RandomState) \
-            else random_state
-        return rng.laplace(scale=1.0 / np.sqrt(2.0), size=size)
+        return check_random_state(random_state).laplace(scale=1.0 / np.sqrt(2.0), size=size)
 
     def log_density(self, residual):
         b = self.noise_scale / np.sqrt(2.0)

@@ -229,11 +229,11 @@ class LocalLearnedAnalysis(AnalysisStep):
         self.reflect = reflect
 
     def _prepare(self):
-        check_is_fitted(self.estimator)
         if not isinstance(self.estimator, MeasureTransformerRegressor):
             raise TypeError(
                 f"LocalLearnedAnalysis runs a MeasureTransformerRegressor's network; got {type(self.estimator).__name__}."
             )
+        check_is_fitted(self.estimator)
         self.recipe_ = recipe = _checked_recipe(self.estimator)
         model = self.observation_model_
         self.inflation_ = recipe["inflation"] if self.inflation is None else self.inflation
@@ -404,6 +404,7 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
     ((40, 10, 48), (40, 1, 1))
     """
     laws = _checked_laws(noise)
+    forecasts = _checked_forecasts(forecasts)
     rng = check_random_state(random_state)
     X, y = {}, {}
     low, high = np.log(scale_range[0]), np.log(scale_range[1])
@@ -428,6 +429,20 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
             y.setdefault(n_members - 1, []).append(((truth - centre) / spread)[:, None, None])
     return ({size: np.concatenate(parts) for size, parts in X.items()},
             {size: np.concatenate(parts) for size, parts in y.items()})
+
+
+def _checked_forecasts(forecasts):
+    """The forecasts as float64 arrays, or a ValueError before any pair is made."""
+    checked = [np.asarray(forecast, dtype=np.float64) for forecast in forecasts]
+    for k, forecast in enumerate(checked):
+        if forecast.ndim != 2 or forecast.shape[0] < 3 or not np.isfinite(forecast).all():
+            raise ValueError(
+                f"forecasts[{k}] must be a finite array (N + 1, n_variables) with N + 1 >= 3 members (one becomes "
+                f"the stand-in truth); got shape {forecast.shape}{'' if np.isfinite(forecast).all() else ', not finite'}."
+            )
+    if not checked:
+        raise ValueError("forecasts is empty: pass the ensembles of record_forecasts(...).")
+    return checked
 
 
 def _kalman_variance_of(law, scale):

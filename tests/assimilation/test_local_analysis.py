@@ -120,6 +120,8 @@ def test_training_pairs_come_from_a_stand_in_member(forecasts):
         make_local_analysis_data(forecasts, "cauchy")
     with pytest.raises(TypeError, match="ObservationModel"):
         fit_local_analysis(["gaussian"], forecasts=forecasts)
+    with pytest.raises(ValueError, match=r"forecasts\[1\] must be a finite array"):
+        make_local_analysis_data([forecasts[0], np.zeros(5)], ObservationModel(n_variables=12))
 
 
 def test_shipped_model_loads_alone_and_holds_the_truth_beside_the_letkf():
