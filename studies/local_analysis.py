@@ -88,7 +88,7 @@ SETTINGS = {
 TUNING_SEEDS = (1000, 1001)
 TUNING_CYCLES, SPIN_UP = 500, 150
 INFLATIONS = (1.0, 1.02, 1.05, 1.08, 1.12, 1.2)
-RADII = (2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
+RADII = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
 
 
 def grids(setting):
@@ -96,7 +96,7 @@ def grids(setting):
 
     Under non-Gaussian noise the LETKF's grid also has its innovation clipping (a robust LETKF).
     """
-    clips = (None,) if SETTINGS[setting]["law"].get("noise") == "gaussian" else (None, 2.0, 3.0)
+    clips = (None,) if SETTINGS[setting]["law"].get("noise") == "gaussian" else (None, 2.0)
     return {
         "LETKF": (LETKF(), {"inflation": INFLATIONS, "localization_radius": RADII, "clip": clips}),
         "SerialEnKF": (SerialEnKF(batch_disjoint=True),

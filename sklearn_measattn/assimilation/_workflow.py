@@ -93,7 +93,8 @@ def tune_analysis(step, param_grid, problems, *, ensemble_size=40, spin_up=100, 
     perturbations for every candidate). The runs are independent and go
     through :class:`joblib.Parallel`: ``n_jobs`` workers, or the joblib
     backend in effect (Dask's spreads them over a cluster); the result does
-    not depend on ``n_jobs``. Use problems separate from the ones the step is
+    not depend on ``n_jobs`` beyond floating-point rounding (a worker may run
+    BLAS on fewer threads). Use problems separate from the ones the step is
     evaluated on (other seeds): the tuned step is only as good as its
     held-out comparison (:func:`compare_analyses`).
 
@@ -154,7 +155,7 @@ def compare_analyses(steps, problems, *, ensemble_size=40, spin_up=100, random_s
 
     Each step runs a twin experiment on every problem (one per seed) with the
     same ``random_state``; runs go through :class:`joblib.Parallel` and the
-    rows do not depend on ``n_jobs``.
+    rows do not depend on ``n_jobs`` beyond floating-point rounding.
 
     Parameters
     ----------

@@ -108,8 +108,11 @@ def test_parallel_runs_give_the_serial_results(small_problems):
     steps = {"LETKF": LETKF(localization_radius=3.0), "EnKF": EnKF(localization_radius=3.0)}
     serial = compare_analyses(steps, small_problems, ensemble_size=8, spin_up=20, reference="EnKF")
     parallel = compare_analyses(steps, small_problems, ensemble_size=8, spin_up=20, reference="EnKF", n_jobs=2)
-    strip = [{k: v for k, v in row.items() if k != "ms_per_cycle"} for row in serial]
-    assert strip == [{k: v for k, v in row.items() if k != "ms_per_cycle"} for row in parallel]
+    # Worker processes run BLAS on fewer threads, which may change the last bits of a sum.
+    for ours, theirs in zip(serial, parallel, strict=True):
+        assert {k: ours[k] for k in ("step", "problem", "diverged")} == {k: theirs[k] for k in ("step", "problem", "diverged")}
+        for key in ("rmse", "crps", "spread", "rmse_ratio", "crps_ratio"):
+            assert ours[key] == pytest.approx(theirs[key], rel=1e-9, abs=0.0)
     assert [row["rmse_ratio"] for row in serial if row["step"] == "EnKF"] == [1.0, 1.0]
 
 
