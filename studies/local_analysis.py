@@ -111,6 +111,8 @@ def grids(setting):
                            {"inflation": (1.0, 1.03), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
         "local learned": (pretrained_analysis("local"),
                           {"inflation": (1.0, 1.02, 1.05), "localization_radius": (3.0, 4.0, 6.0, 8.0)}),
+        "local learned, no reflection": (pretrained_analysis("local", reflect=False),
+                                         {"inflation": (1.0, 1.02, 1.05), "localization_radius": (3.0, 4.0, 6.0, 8.0)}),
     }
 
 
@@ -203,7 +205,7 @@ def render(rows):
                 row = value[(method, seed)]
                 return float("inf") if row["diverged"] == "True" else float(row[key])
 
-            best = {seed: min((score(m, seed, "rmse"), m) for m in methods if m != "local learned")
+            best = {seed: min((score(m, seed, "rmse"), m) for m in methods if not m.startswith("local learned"))
                     for seed in seeds}
             lines += [f"{TITLES[setting]}, N = {size}", "^" * 60, "",
                       f"Seeds {', '.join(map(str, seeds))}; RMSE (CRPS) per seed, after {SPIN_UP} cycles of spin-up; "
