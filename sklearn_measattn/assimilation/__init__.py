@@ -27,7 +27,9 @@ divergence is detected.
   resamples it to simulate, and fits the densities Bayes' rule needs
   (a Student-t, :class:`KernelDensityObservationModel`); two laws outside the
   Student-t family to sample, :func:`contaminated_errors` and :func:`skewed_errors`.
-- A learned analysis: :class:`LearnedAnalysis` puts a fitted measure-to-measure
+- A learned analysis: :func:`fit_learned_analysis` trains one for any noise law
+  you can draw from (a record of errors included) and returns it ready;
+  :class:`LearnedAnalysis` puts a fitted measure-to-measure
   model in a serial filter, trained on :func:`make_analysis_training_data`
   (priors recorded in a cycled filter) or likelihood-free on
   :func:`make_synthetic_analysis_data` (synthetic priors, any noise law you
@@ -52,6 +54,7 @@ from ._baselines import (
     localization_matrix,
 )
 from ._dapper import DAPPER_METHODS, dapper_method, run_dapper
+from ._fit_learned import fit_learned_analysis
 from ._learned import (
     ANALYSIS_FEATURE_SETS,
     ANALYSIS_FEATURES,
@@ -112,6 +115,7 @@ __all__ = [
     "compare_analyses",
     "contaminated_errors",
     "dapper_method",
+    "fit_learned_analysis",
     "fit_local_analysis",
     "gaspari_cohn",
     "local_analysis_features",

@@ -196,6 +196,29 @@ def _level_map(trained, wanted):
     return relevel
 
 
+def _scalar_recipe(estimator):
+    """The estimator's recipe of a learned scalar analysis, None when it has none, or a ValueError if of another kind."""
+    recipe = getattr(estimator, "analysis_recipe_", None)
+    if recipe is not None and (not isinstance(recipe, dict) or recipe.get("kind") != "scalar"):
+        kind = recipe.get("kind") if isinstance(recipe, dict) else None
+        hint = " (a local model: put it in LocalLearnedAnalysis)" if kind == "local" else ""
+        raise ValueError(
+            f"LearnedAnalysis reads a model by a recipe of kind 'scalar' (fit_learned_analysis writes one); this "
+            f"estimator's analysis_recipe_ has kind {kind!r}{hint}."
+        )
+    return recipe
+
+
+def _check_recipe_features(recipe, feature_set):
+    """A ValueError if the recipe names another feature set than the one the model's input size says."""
+    if recipe is not None and recipe.get("features") != feature_set:
+        raise ValueError(
+            f"The model's recipe says it was trained on the {recipe.get('features')!r} features, but it takes "
+            f"{len(ANALYSIS_FEATURE_SETS[feature_set])} features (the {feature_set!r} set): the recipe does not "
+            "belong to this model."
+        )
+
+
 class LearnedAnalysis(SerialEnKF):
     """A serial ensemble filter whose scalar update is a fitted measure-to-measure model.
 
@@ -262,12 +285,15 @@ class LearnedAnalysis(SerialEnKF):
         Relaxation to prior spread after the update, in [0, 1) (see
         :class:`SerialEnKF`): a learned update that is slightly over-confident
         at each of many serial steps would otherwise shrink the ensemble.
-    noise_ratio_range : (float, float) or None, default=None
+    noise_ratio_range : (float, float), None or "auto", default="auto"
         The range of ``noise_scale / s`` (the noise against the prior's
         standard deviation) the model was trained on: ratios outside it are
         clipped to it, so the model is never asked about sharper or vaguer
         observations than it saw (beyond them Bayes' rule changes little).
-        None: no clipping.
+        None: no clipping. ``"auto"``: the range in the model's recipe
+        (``analysis_recipe_``, written by :func:`fit_learned_analysis` and
+        kept in its model file), else None. A range other than the recipe's
+        is refused: the model would read features it was not trained on.
     reflect : bool or "auto", default="auto"
         Average the update with the update of the reflected problem ``x ->
         -x`` (members and innovation negated, the output negated back):
@@ -282,7 +308,7 @@ class LearnedAnalysis(SerialEnKF):
         observations in another order). The network's cost is mostly per
         call, so this divides the step's time by about the number of
         observations per group (five at 40 variables and radius 2).
-    level_offset : float or None, default=None
+    level_offset : float, None or "auto", default="auto"
         Read the learned posterior at other quantile levels: the ``N``
         sorted output members of a model trained with the quantile loss of
         offset ``a0`` (:func:`~sklearn_measattn.losses.quantile_loss`,
@@ -293,7 +319,8 @@ class LearnedAnalysis(SerialEnKF):
         interpolation of that quantile function (linear extrapolation beyond
         the outer members). A larger ``a`` spreads them wider: an inflation
         that acts on each scalar update, where a serial filter compounds a
-        small loss of spread. None: the members as output.
+        small loss of spread. None: the members as output. ``"auto"``
+        (default): the recipe's reading offset, else None.
 
     Examples
     --------
@@ -319,14 +346,14 @@ class LearnedAnalysis(SerialEnKF):
         "inflation": [INFLATION],
         "localization_radius": LOCALIZATION,
         "relaxation": [RELAXATION],
-        "noise_ratio_range": [tuple, list, None],
+        "noise_ratio_range": [tuple, list, None, Choices(("auto",))],
         "reflect": ["boolean", Choices(("auto",))],
         "batch_disjoint": ["boolean"],
-        "level_offset": [NumberInterval(Real, 0, 1, closed="left"), None],
+        "level_offset": [NumberInterval(Real, 0, 1, closed="left"), None, Choices(("auto",))],
     }
 
     def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0,
-                 noise_ratio_range=None, reflect="auto", batch_disjoint=False, level_offset=None):
+                 noise_ratio_range="auto", reflect="auto", batch_disjoint=False, level_offset="auto"):
         self.estimator = estimator
         self.update = update
         self.inflation = inflation
@@ -341,6 +368,7 @@ class LearnedAnalysis(SerialEnKF):
         super()._prepare()
         estimator = self.estimator
         check_is_fitted(estimator)
+        self.recipe_ = recipe = _scalar_recipe(estimator)
         n_in = getattr(estimator, "n_features_in_", None)
         n_out = getattr(estimator, "n_features_out_", 1)
         if n_in not in _FEATURE_SET_NAMES or n_out != 1:
@@ -350,12 +378,26 @@ class LearnedAnalysis(SerialEnKF):
                 f"targets of 1 feature; this one has n_features_in_={n_in}, n_features_out_={n_out}. Fit it on "
                 "make_analysis_training_data(...) or make_synthetic_analysis_data(...)."
             )
-        if self.noise_ratio_range is not None:
-            _checked_noise_ratio_range(self.noise_ratio_range)
         self.feature_set_ = _FEATURE_SET_NAMES[n_in]
         self.features_ = ANALYSIS_FEATURE_SETS[self.feature_set_]
-        self._relevel = None if self.level_offset is None else _level_map(
-            _trained_level_offset(estimator), self.level_offset)
+        _check_recipe_features(recipe, self.feature_set_)
+        if isinstance(self.noise_ratio_range, str):
+            self.noise_ratio_range_ = None if recipe is None else tuple(recipe["noise_ratio_range"])
+        else:
+            self.noise_ratio_range_ = None if self.noise_ratio_range is None \
+                else _checked_noise_ratio_range(self.noise_ratio_range)
+            if recipe is not None and self.noise_ratio_range_ != tuple(recipe["noise_ratio_range"]):
+                raise ValueError(
+                    f"noise_ratio_range={self.noise_ratio_range!r}, but the model was trained on the noise-to-prior "
+                    f"ratios {tuple(recipe['noise_ratio_range'])} (its analysis_recipe_): a model reads features in "
+                    "the range it was trained on; leave noise_ratio_range='auto'."
+                )
+        if isinstance(self.level_offset, str):
+            self.level_offset_ = None if recipe is None else recipe["level_offset"]
+        else:
+            self.level_offset_ = self.level_offset
+        self._relevel = None if self.level_offset_ is None else _level_map(
+            _trained_level_offset(estimator), self.level_offset_)
         self._reflection = np.array([_REFLECTED[name] for name in self.features_])
         model = self.observation_model_
         self.noise_tail_ = model.tail
@@ -405,7 +447,7 @@ class LearnedAnalysis(SerialEnKF):
     def scalar_updates(self, priors, observations):
         features, centre, scale = analysis_features(
             priors, observations, noise_scale=self.observation_model_.noise_scale, noise_tail=self.noise_tail_,
-            features=self.feature_set_, noise_ratio_range=self.noise_ratio_range,
+            features=self.feature_set_, noise_ratio_range=self.noise_ratio_range_,
         )
         posteriors = self._predict_standardised(features)
         if self.update == "ensemble":

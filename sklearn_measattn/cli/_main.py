@@ -6,7 +6,8 @@ kernel and transform on a benchmark, or with ``--data`` on your own measures,
 and prints held-out metrics with a collapse verdict; ``measattn ess`` prints
 the attention effective sample size of each kernel on simulated tails, without
 training; ``measattn fit`` trains a model on your measures and saves it, and
-``measattn predict`` applies a saved model.
+``measattn predict`` applies a saved model; ``measattn train-analysis``
+trains a learned analysis step for a record of observation errors.
 
 Each command lives in its own module, which follows one protocol (its two
 functions' docstrings say only what is their own):
@@ -28,12 +29,12 @@ from __future__ import annotations
 
 import argparse
 
-from . import compare, diagnose, ess, fit, predict
+from . import compare, diagnose, ess, fit, predict, train_analysis
 
 __all__ = ["build_parser", "main"]
 
 # The commands, in the order of the help.
-_COMMANDS = (diagnose, compare, fit, predict, ess)
+_COMMANDS = (diagnose, compare, fit, predict, ess, train_analysis)
 
 
 def build_parser():
