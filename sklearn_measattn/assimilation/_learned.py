@@ -16,6 +16,8 @@ from .._threads import torch_threads
 from .._validation import Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
+from ._rank_histogram import RankHistogramFilter
+from ._sampled import KernelDensityObservationModel, SampledObservationModel
 from ._problem import (
     DEPRECATED,
     DEPRECATED_SIMULATION_CONSTRAINTS,
@@ -321,6 +323,21 @@ class LearnedAnalysis(SerialEnKF):
         that acts on each scalar update, where a serial filter compounds a
         small loss of spread. None: the members as output. ``"auto"``
         (default): the recipe's reading offset, else None.
+    far_innovation : (float, float) or None, default=(2.0, 3.0)
+        Where the update turns to Bayes' rule: an observation whose distance
+        from the forecast mean is ``z`` times ``sqrt(s ** 2 + noise_scale ** 2)``
+        (``s`` the prior's spread) gets the learned update for ``z`` up to the
+        first value, the update of :class:`RankHistogramFilter` (Bayes' rule
+        with the law's density and a rank histogram prior) beyond the second,
+        and between them the two posteriors' quantiles blended linearly. Far
+        observations are where the likelihood-free pairs have little or no
+        mass (a stand-in exchangeable with the members is rarely far from
+        them), and where a model trained on them extrapolates: the learned
+        update widens the posterior there instead of following the law.
+        A law known only by a record of errors
+        (:class:`SampledObservationModel`) has no density; its kernel
+        density (:meth:`SampledObservationModel.kernel_density`) stands in.
+        None: the learned update everywhere.
 
     Examples
     --------
@@ -350,10 +367,12 @@ class LearnedAnalysis(SerialEnKF):
         "reflect": ["boolean", Choices(("auto",))],
         "batch_disjoint": ["boolean"],
         "level_offset": [NumberInterval(Real, 0, 1, closed="left"), None, Choices(("auto",))],
+        "far_innovation": [tuple, list, None],
     }
 
     def __init__(self, estimator, *, update="ensemble", inflation=1.0, localization_radius=None, relaxation=0.0,
-                 noise_ratio_range="auto", reflect="auto", batch_disjoint=False, level_offset="auto"):
+                 noise_ratio_range="auto", reflect="auto", batch_disjoint=False, level_offset="auto",
+                 far_innovation=(2.0, 3.0)):
         self.estimator = estimator
         self.update = update
         self.inflation = inflation
@@ -363,6 +382,7 @@ class LearnedAnalysis(SerialEnKF):
         self.reflect = reflect
         self.batch_disjoint = batch_disjoint
         self.level_offset = level_offset
+        self.far_innovation = far_innovation
 
     def _prepare(self):
         super()._prepare()
@@ -399,12 +419,28 @@ class LearnedAnalysis(SerialEnKF):
         self._relevel = None if self.level_offset_ is None else _level_map(
             _trained_level_offset(estimator), self.level_offset_)
         self._reflection = np.array([_REFLECTED[name] for name in self.features_])
+        self._bayes = self._far_update()
         model = self.observation_model_
         self.noise_tail_ = model.tail
         self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
         # the package's own estimator runs its network directly: its input checks cost more than the network
         # at every one of the thousands of updates of a cycled run
         self._network = fitted_network(estimator) if isinstance(estimator, MeasureTransformerRegressor) else None
+
+    def _far_update(self):
+        """The Bayes update of far observations, bound to the observation model's law, or None without one."""
+        if self.far_innovation is None:
+            return None
+        far = self.far_innovation
+        if not (len(far) == 2 and all(np.isfinite(far)) and 0 <= far[0] < far[1]):
+            raise ValueError(
+                f"far_innovation must be (low, high) with 0 <= low < high, both finite (in innovation standard "
+                f"deviations), or None; got {far!r}."
+            )
+        model = self.observation_model_
+        likelihood = model.kernel_density() if isinstance(model, SampledObservationModel) and not isinstance(
+            model, KernelDensityObservationModel) else None
+        return RankHistogramFilter(inflation=1.0, likelihood=likelihood).bind(model)
 
     def _predict_standardised(self, features):
         """(n_updates, n_members, n_features) features -> (n_updates, n_members) standardised posteriors, each sorted.
@@ -454,13 +490,27 @@ class LearnedAnalysis(SerialEnKF):
             # the learned members go to the prior members by rank
             matched = np.empty_like(posteriors)
             np.put_along_axis(matched, np.argsort(priors, axis=-1, kind="stable"), posteriors, axis=-1)
-            return centre[:, None] + scale[:, None] * matched
+            return self._with_far_update(priors, observations, centre[:, None] + scale[:, None] * matched)
         # "moments": the learned posterior's mean and spread move the prior's own members, its spread bounded below
         log_ratio = features[:, 0, self.features_.index("log_noise_ratio")]
         kalman_shrink = 1.0 / np.sqrt(1.0 + np.exp(-2.0 * log_ratio))  # sqrt(r^2 / (1 + r^2)), r = noise / s
         spread = np.maximum(posteriors.std(axis=-1, ddof=1), kalman_shrink)
-        return centre[:, None] + scale[:, None] * (posteriors.mean(axis=-1, keepdims=True)
-                                                   + spread[:, None] * features[..., 0])
+        return self._with_far_update(priors, observations, centre[:, None] + scale[:, None] * (
+            posteriors.mean(axis=-1, keepdims=True) + spread[:, None] * features[..., 0]))
+
+    def _with_far_update(self, priors, observations, learned):
+        """``learned`` (members in the order of ``priors``), turned to Bayes' rule for the far observations."""
+        if self._bayes is None:
+            return learned
+        low, high = self.far_innovation
+        noise_scale = self.observation_model_.noise_scale
+        z = np.abs(observations - priors.mean(axis=-1)) / np.sqrt(priors.var(axis=-1, ddof=1) + noise_scale**2)
+        weight = np.clip((z - low) / (high - low), 0.0, 1.0)
+        for row in np.flatnonzero(weight > 0):
+            # both posteriors place each member at its prior rank: the blend is one of their quantile functions
+            bayes = self._bayes.scalar_update(priors[row], float(observations[row]))
+            learned[row] += weight[row] * (bayes - learned[row])
+        return learned
 
 @arrays_described
 @validate_params(
