@@ -339,6 +339,13 @@ class LearnedAnalysis(SerialEnKF):
         density (:meth:`SampledObservationModel.kernel_density`) stands in.
         None: the learned update everywhere.
 
+    Attributes
+    ----------
+    recipe_ : dict or None
+        The model's recipe (``analysis_recipe_``), None for a model without one.
+    noise_ratio_range_, level_offset_ : tuple or None, float or None
+        The range and the reading offset in use.
+
     Examples
     --------
     >>> from sklearn_measattn import MeasureTransformerRegressor
