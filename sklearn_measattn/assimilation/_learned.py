@@ -325,8 +325,10 @@ class LearnedAnalysis(SerialEnKF):
         (default): the recipe's reading offset, else None.
     far_innovation : (float, float) or None, default=(2.0, 3.0)
         Where the update turns to Bayes' rule: an observation whose distance
-        from the forecast mean is ``z`` times ``sqrt(s ** 2 + noise_scale ** 2)``
-        (``s`` the prior's spread) gets the learned update for ``z`` up to the
+        from the forecast mean is ``z`` times ``sqrt(s ** 2 + w ** 2)`` (``s``
+        the prior's spread, ``w`` the law's width: the 95% quantile of the
+        absolute noise divided by 1.96, ``noise_scale`` for Gaussian noise,
+        6.5 times it for Cauchy noise) gets the learned update for ``z`` up to the
         first value, the update of :class:`RankHistogramFilter` (Bayes' rule
         with the law's density and a rank histogram prior) beyond the second,
         and between them the two posteriors' quantiles blended linearly. Far
@@ -345,6 +347,8 @@ class LearnedAnalysis(SerialEnKF):
         The model's recipe (``analysis_recipe_``), None for a model without one.
     noise_ratio_range_, level_offset_ : tuple or None, float or None
         The range and the reading offset in use.
+    far_width_ : float
+        The law's width ``w`` of ``far_innovation`` (with ``far_innovation`` set).
 
     Examples
     --------
@@ -447,6 +451,9 @@ class LearnedAnalysis(SerialEnKF):
         model = self.observation_model_
         likelihood = model.kernel_density() if isinstance(model, SampledObservationModel) and not isinstance(
             model, KernelDensityObservationModel) else None
+        # the law's width: the Gaussian's 95% interval, 1.96 sd, holds 95% of the noise when widened to 1.96 w
+        draws = model.standard_noise(100_000, np.random.RandomState(0))
+        self.far_width_ = model.noise_scale * float(np.quantile(np.abs(draws), 0.95)) / 1.959964
         return RankHistogramFilter(inflation=1.0, likelihood=likelihood).bind(model)
 
     def _predict_standardised(self, features):
@@ -510,8 +517,7 @@ class LearnedAnalysis(SerialEnKF):
         if self._bayes is None:
             return learned
         low, high = self.far_innovation
-        noise_scale = self.observation_model_.noise_scale
-        z = np.abs(observations - priors.mean(axis=-1)) / np.sqrt(priors.var(axis=-1, ddof=1) + noise_scale**2)
+        z = np.abs(observations - priors.mean(axis=-1)) / np.sqrt(priors.var(axis=-1, ddof=1) + self.far_width_**2)
         weight = np.clip((z - low) / (high - low), 0.0, 1.0)
         for row in np.flatnonzero(weight > 0):
             # both posteriors place each member at its prior rank: the blend is one of their quantile functions

@@ -46,8 +46,8 @@ _SHIPPED = {
             "MeasureTransformerRegressor.fit (residual, quantile loss, one-cycle schedule); members read at the "
             "levels (k - 0.45) / (N + 0.1); the assimilation page's second held-out learned row"
         ),
-        **_READ_AS_RESIDUAL,
-        trained_by="python studies/learned_bayes.py --fit-residual <model file> --t-priors 0.25 --diagnostic \"\"",
+        noise_ratio_range=None,  # its file holds its recipe
+        trained_by="fit_learned_analysis(random_state=0)",
     ),
     "quantile_residual_fit_1layer": _ShippedModel(
         description=(
@@ -164,8 +164,10 @@ def pretrained_analysis(name="quantile_residual_fit", **params):
 
     Loads the model file of :func:`analysis_model_path` with
     :func:`~sklearn_measattn.load_model` (its content digest checked) and
-    sets ``noise_ratio_range`` to the range the model was trained on and
-    ``level_offset`` to the levels its page reads it at, unless given. No
+    reads it by the recipe its file holds (``noise_ratio_range``,
+    ``level_offset``; for the models made before recipes were recorded, the
+    range they were trained on and the levels their page reads them at,
+    unless given). No
     training: every learned row of the assimilation pages can be rerun from
     these files. ``"quantile_residual"`` is the one that matches the rank
     histogram filter held out under heavy-tailed noise;
@@ -221,7 +223,9 @@ def pretrained_analysis(name="quantile_residual_fit", **params):
         )
     if shipped.local:
         return LocalLearnedAnalysis(load_model(analysis_model_path(name)), **params)
-    params.setdefault("noise_ratio_range", shipped.noise_ratio_range)
-    params.setdefault("level_offset", shipped.level_offset)
-    return LearnedAnalysis(load_model(analysis_model_path(name)), **params)
+    estimator = load_model(analysis_model_path(name))
+    if getattr(estimator, "analysis_recipe_", None) is None:  # a model made before recipes were recorded
+        params.setdefault("noise_ratio_range", shipped.noise_ratio_range)
+        params.setdefault("level_offset", shipped.level_offset)
+    return LearnedAnalysis(estimator, **params)
 

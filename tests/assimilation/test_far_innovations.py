@@ -45,15 +45,21 @@ def test_the_switch_is_the_learned_update_below_bayes_rule_above_and_a_blend_bet
     model = ObservationModel(n_variables=4, noise="gaussian", noise_scale=1.0)
     rng = np.random.default_rng(1)
     priors = rng.standard_normal((3, 40))
-    unit = np.sqrt(priors.var(axis=1, ddof=1) + 1.0)
-    observations = priors.mean(axis=1) + np.array([1.5, 2.5, 4.0]) * unit  # z = 1.5, 2.5 and 4
     turning = pretrained_analysis(far_innovation=(2.0, 3.0)).bind(model)
+    assert turning.far_width_ == pytest.approx(1.0, rel=0.01)  # a Gaussian's width is its sd
+    unit = np.sqrt(priors.var(axis=1, ddof=1) + turning.far_width_**2)
+    observations = priors.mean(axis=1) + np.array([1.5, 2.5, 4.0]) * unit  # z = 1.5, 2.5 and 4
     learned = pretrained_analysis(far_innovation=None).bind(model).scalar_updates(priors.copy(), observations)
     bayes = RankHistogramFilter(inflation=1.0).bind(model)
     turned = turning.scalar_updates(priors.copy(), observations)
     np.testing.assert_allclose(turned[0], learned[0])
     np.testing.assert_allclose(turned[2], bayes.scalar_update(priors[2], observations[2]))
     np.testing.assert_allclose(turned[1], 0.5 * learned[1] + 0.5 * bayes.scalar_update(priors[1], observations[1]))
+
+
+def test_the_width_of_a_heavy_tailed_law_keeps_its_common_observations_with_the_network():
+    cauchy = pretrained_analysis().bind(ObservationModel(n_variables=4, noise="cauchy", noise_scale=2.0))
+    assert cauchy.far_width_ == pytest.approx(2.0 * stats.cauchy.ppf(0.975) / stats.norm.ppf(0.975), rel=0.03)
 
 
 def test_a_law_known_by_a_record_turns_to_its_kernel_density():
