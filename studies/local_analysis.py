@@ -208,24 +208,37 @@ def render(rows):
             best = {seed: min((score(m, seed, "rmse"), m) for m in methods if not m.startswith("local learned"))
                     for seed in seeds}
             lines += [f"{TITLES[setting]}, N = {size}", "^" * 60, "",
-                      f"Seeds {', '.join(map(str, seeds))}; RMSE (CRPS) per seed, after {SPIN_UP} cycles of spin-up; "
-                      "ratios to the tuned LETKF and to the best baseline of each seed.", ""]
+                      f"Seeds {', '.join(map(str, seeds))}; RMSE and CRPS per seed, after {SPIN_UP} cycles of spin-up; "
+                      "ratios to the tuned LETKF and to the best baseline of each seed ((d), div.: the run lost the "
+                      "truth by the package's rule; n/a: the reference did).", ""]
             header = ["method", "RMSE per seed", "CRPS per seed", "/ LETKF", "/ best baseline", "ms / cycle", "tuned"]
             table = []
             for method in methods:
                 rmse = [score(method, s, "rmse") for s in seeds]
-                crps = [score(method, s, "crps") for s in seeds]
-                to_letkf = [r / score("LETKF", s, "rmse") for r, s in zip(rmse, seeds)]
-                to_best = [r / best[s][0] for r, s in zip(rmse, seeds)]
+                to_letkf = [_ratio(r, score("LETKF", s, "rmse")) for r, s in zip(rmse, seeds)]
+                to_best = [_ratio(r, best[s][0]) for r, s in zip(rmse, seeds)]
                 ms = np.median([float(value[(method, s)]["ms_per_cycle"]) for s in seeds])
-                table.append([method, _join(rmse), _join(crps), _join(to_letkf, 2), _join(to_best, 2), f"{ms:.1f}",
+                shown = [" / ".join(_shown(value[(method, s)], key) for s in seeds) for key in ("rmse", "crps")]
+                table.append([method, *shown, _join(to_letkf, 2), _join(to_best, 2), f"{ms:.1f}",
                               value[(method, seeds[0])]["params"].replace(";", ", ")])
             lines += _rst_table(header, table) + [""]
     return "\n".join(lines)
 
 
+def _shown(row, key):
+    """A score with three decimals, marked ``(d)`` where the run lost the truth (its average includes that stretch)."""
+    return f"{float(row[key]):.3f}" + (" (d)" if row["diverged"] == "True" else "")
+
+
+def _ratio(value, reference):
+    """``value / reference``; NaN (shown as "n/a") when the reference diverged, inf when ``value`` did."""
+    if not np.isfinite(value):
+        return float("inf")
+    return value / reference if np.isfinite(reference) else float("nan")
+
+
 def _join(values, digits=3):
-    return " / ".join("div." if not np.isfinite(v) else f"{v:.{digits}f}" for v in values)
+    return " / ".join("n/a" if np.isnan(v) else "div." if not np.isfinite(v) else f"{v:.{digits}f}" for v in values)
 
 
 def _rst_table(header, rows):

@@ -16,8 +16,6 @@ from .._threads import torch_threads
 from .._validation import Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
-from ._rank_histogram import RankHistogramFilter
-from ._sampled import KernelDensityObservationModel, SampledObservationModel
 from ._problem import (
     DEPRECATED,
     DEPRECATED_SIMULATION_CONSTRAINTS,
@@ -26,6 +24,8 @@ from ._problem import (
     arrays_described,
     problem_for_run,
 )
+from ._rank_histogram import RankHistogramFilter
+from ._sampled import KernelDensityObservationModel, SampledObservationModel
 from ._twin import _run, resolve_analysis
 
 __all__ = [
