@@ -185,7 +185,8 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
     Returns
     -------
     X : ndarray of shape (n_samples, n_points, n_features)
-        Finite floats.
+        Finite floats, C-contiguous (a view with negative or other strides
+        is copied once here, so that torch can take it).
     weights : ndarray of shape (n_samples, n_points) or None
         ``None`` for a dense input (uniform measures); for ragged input, 1 for
         real points and 0 for padding.
@@ -209,7 +210,7 @@ def check_measures(X, *, input_name="X", dtype=_FLOAT_DTYPES, ensure_min_points=
     checked, weights = _checked_measures(X, input_name, dtype, ensure_min_points)
     if n_features is not None:
         check_n_features(checked, n_features, input_name=input_name)
-    return checked, weights
+    return np.ascontiguousarray(checked), weights
 
 
 def _checked_measures(X, input_name, dtype, ensure_min_points):
@@ -502,8 +503,8 @@ def check_keyword_arguments(func, kwargs, *, caller, refused=()):
 
     ``func`` is decorated with scikit-learn's ``validate_params``; its table
     names the keyword arguments it takes (those in ``refused`` excepted) and
-    their domains. Raises ``InvalidParameterError`` (a ``ValueError`` and a
-    ``TypeError``) for an argument ``func`` does not take, or for a value
+    their domains. Raises an error that is both a ``ValueError`` and a
+    ``TypeError`` (catch either) for an argument ``func`` does not take, or for a value
     outside its domain, naming ``func``: so a bad value fails when ``caller``
     builds a loss or a scorer, not at its first call.
     """
@@ -575,8 +576,9 @@ def refuse_array_likes(constraints, arguments, caller, *, hints=None):
 
     Raises
     ------
-    sklearn.utils._param_validation.InvalidParameterError
-        For the first array-like argument that no constraint of its table accepts.
+    ValueError, TypeError
+        For the first array-like argument that no constraint of its table
+        accepts (one error that is both: catch either).
     """
     hints = hints or {}
     for name, value in arguments.items():

@@ -537,8 +537,7 @@ def get_loss(name, **params):
     ------
     ValueError
         For an unknown name, a parameter the loss does not take, or a value
-        outside its domain. The error, scikit-learn's
-        ``InvalidParameterError``, is also a ``TypeError``.
+        outside its domain. The error is also a ``TypeError``: catch either.
 
     Examples
     --------

@@ -230,7 +230,7 @@ class AnalysisStep(BaseEstimator):
 
         Raises
         ------
-        sklearn.utils._param_validation.InvalidParameterError
+        ValueError, TypeError
             When a parameter is outside its domain in ``_parameter_constraints``;
             the message names the step's class.
         """

@@ -433,7 +433,7 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
 
     Raises
     ------
-    sklearn.utils._param_validation.InvalidParameterError
+    ValueError, TypeError
         Before any work, for an unknown method, a parameter outside its
         domain, a method parameter DAPPER's filter does not take here, a
         missing ``loc_rad`` for ``LETKF``, or ``spin_up >= problem.n_cycles``.
@@ -763,7 +763,7 @@ def dapper_method(step, *, ensemble_size=40, observation_model=None, random_stat
 
     Raises
     ------
-    sklearn.utils._param_validation.InvalidParameterError
+    ValueError, TypeError
         For a step, ensemble size, observation model or random state outside
         its domain, or a step parameter outside its own (checked before DAPPER
         is imported).

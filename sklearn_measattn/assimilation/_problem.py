@@ -372,7 +372,7 @@ def make_twin_problem(
 
     Raises
     ------
-    sklearn.utils._param_validation.InvalidParameterError
+    ValueError, TypeError
         On a parameter outside its domain, or ``observation_model`` given
         with any of ``n_variables``, ``observed``, ``noise``, ``df`` and
         ``noise_scale``.

@@ -427,7 +427,7 @@ def twin_experiment(
 
     Raises
     ------
-    sklearn.utils._param_validation.InvalidParameterError
+    ValueError, TypeError
         Before any work, on a parameter outside its domain (also the analysis
         step's own parameters, the message naming the step's class; an array
         where none belongs is described by its type and shape), or when

@@ -209,9 +209,8 @@ def make_measure_scorer(metric, *, greater_is_better=None, space="raw", **kwargs
         For an unknown metric name, a keyword argument the metric does not
         accept or that a scorer supplies itself, or an invalid value of one.
         Errors about ``metric``, ``greater_is_better``, ``space`` and the
-        named metrics' arguments are scikit-learn's ``InvalidParameterError``,
-        also a ``TypeError`` (e.g. when ``metric`` is neither a string nor a
-        callable).
+        named metrics' arguments are also ``TypeError`` (e.g. when
+        ``metric`` is neither a string nor a callable): catch either.
 
     Examples
     --------
