@@ -36,7 +36,7 @@ from ..metrics import (
     wasserstein_distance,
 )
 from ._report import format_number
-from ._template import DEPRECATED, check_kernels, experiment_estimator, fit_estimator
+from ._template import check_kernels, experiment_estimator, fit_estimator
 
 __all__ = ["ROW_FIELDS", "compare_kernels", "compare_kernels_on_data", "print_progress"]
 
@@ -297,15 +297,6 @@ def compare_kernels(
     kernel_params=None,
     benchmark_params=None,
     inspect=None,
-    epochs=DEPRECATED,
-    d_model=DEPRECATED,
-    n_heads=DEPRECATED,
-    n_layers=DEPRECATED,
-    dim_feedforward=DEPRECATED,
-    lr=DEPRECATED,
-    lr_schedule=DEPRECATED,
-    batch_size=DEPRECATED,
-    device=DEPRECATED,
 ):
     """Train one :class:`~sklearn_measattn.MeasureTransformerRegressor` per kernel, transform and seed on a benchmark.
 
@@ -385,10 +376,6 @@ def compare_kernels(
         ``inspect(model, X_test)`` returns a dict of extra columns for each
         fit's row, computed on the fitted model and the held-out input
         measures (a module-level function when ``n_jobs > 1``).
-    epochs, d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device : deprecated
-        Set them on ``estimator`` instead (``epochs`` is its ``max_epochs``);
-        passed here they build the template, with a ``FutureWarning``, and
-        they cannot be combined with ``estimator``.
 
     Returns
     -------
@@ -420,7 +407,7 @@ def compare_kernels(
         data_params.update(benchmark_params)
     # Validate data parameters once, cheaply, before launching any fit.
     load_benchmark(task, **dict(data_params, n_samples=1, n_points=2), random_state=0)
-    template = experiment_estimator(estimator, locals(), defaults=_COMPARE_DEFAULTS, caller="compare_kernels")
+    template = experiment_estimator(estimator, defaults=_COMPARE_DEFAULTS, caller="compare_kernels")
     check_kernels(template, kernels, kernel_params)
     seeds = list(seeds)
     n_threads = torch_threads if torch_threads is not None else 1
@@ -449,15 +436,6 @@ def compare_kernels_on_data(
     torch_threads=None,
     progress=None,
     return_examples=False,
-    epochs=DEPRECATED,
-    d_model=DEPRECATED,
-    n_heads=DEPRECATED,
-    n_layers=DEPRECATED,
-    dim_feedforward=DEPRECATED,
-    lr=DEPRECATED,
-    lr_schedule=DEPRECATED,
-    batch_size=DEPRECATED,
-    device=DEPRECATED,
 ):
     """Train one model per kernel, transform and seed on your measures; score on held-out ones.
 
@@ -487,8 +465,6 @@ def compare_kernels_on_data(
         Written in the ``task`` column of the rows and in progress lines.
     seeds, estimator, n_jobs, torch_threads, progress, return_examples
         As in :func:`compare_kernels`.
-    epochs, d_model, n_heads, n_layers, dim_feedforward, lr, lr_schedule, batch_size, device : deprecated
-        As in :func:`compare_kernels`: set them on ``estimator`` instead.
 
     Returns
     -------
@@ -541,7 +517,7 @@ def compare_kernels_on_data(
             "for training; the comparison needs at least 3 held-out measures (their predictions are ranked) "
             "and 2 for training. Pass more measures or change test_size."
         )
-    template = experiment_estimator(estimator, locals(), defaults=_COMPARE_DEFAULTS, caller="compare_kernels_on_data")
+    template = experiment_estimator(estimator, defaults=_COMPARE_DEFAULTS, caller="compare_kernels_on_data")
     check_kernels(template, kernels)
     seeds = list(seeds)
     n_threads = torch_threads if torch_threads is not None else 1

@@ -24,7 +24,7 @@ from ..kernels import get_kernel
 from ..preprocessing import symlog
 from ._compare import compare_kernels
 from ._report import format_number
-from ._template import DEPRECATED, experiment_estimator
+from ._template import experiment_estimator
 
 __all__ = [
     "PHASE_KERNELS",
@@ -245,14 +245,6 @@ def phase_diagram(
     skip=(),
     on_row=None,
     progress=None,
-    epochs=DEPRECATED,
-    d_model=DEPRECATED,
-    n_heads=DEPRECATED,
-    n_layers=DEPRECATED,
-    dim_feedforward=DEPRECATED,
-    lr=DEPRECATED,
-    batch_size=DEPRECATED,
-    device=DEPRECATED,
 ):
     """Fit every cell of the phase diagram (task x tail index x kernel x transform), one row per seed.
 
@@ -305,9 +297,6 @@ def phase_diagram(
         to a CSV, so an interrupted run resumes).
     progress : callable or None, default=None
         Called with a one-line summary of each fit.
-    epochs, d_model, n_heads, n_layers, dim_feedforward, lr, batch_size, device : deprecated
-        Set them on ``estimator`` instead (``epochs`` is its ``max_epochs``);
-        passed here they build the template, with a ``FutureWarning``.
 
     Returns
     -------
@@ -341,7 +330,7 @@ def phase_diagram(
          "seeds": seeds, "benchmark_params": benchmark_params, "on_row": on_row},
         caller_name="phase_diagram",
     )
-    template = experiment_estimator(estimator, locals(), defaults=_PHASE_DEFAULTS, caller="phase_diagram")
+    template = experiment_estimator(estimator, defaults=_PHASE_DEFAULTS, caller="phase_diagram")
     tasks, kernels, transforms = _as_list(tasks), _as_list(kernels), _as_list(transforms)
     tails = [("gaussian", math.nan) if value == "gaussian" else ("pareto", float(value))
              for value in _as_list(tail_indices)]

@@ -1,7 +1,6 @@
-"""The experiments' estimator template: cloned per fit, its parameters reach every model, the old keywords warn."""
+"""The experiments' estimator template: cloned per fit, its parameters reach every model, set on it only."""
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -10,7 +9,6 @@ from sklearn_measattn import MeasureTransformerRegressor
 from sklearn_measattn.experiments import _compare, _phase, compare_kernels, compare_kernels_on_data, phase_diagram
 
 NETWORK = dict(max_epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4, device="cpu")
-OLD_NETWORK = dict(epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16, batch_size=4, device="cpu")
 BENCHMARK = dict(kernels=["log"], transforms=[None], n_samples=8, n_points=12, n_test=3)
 PHASE = dict(tasks=["sheared_swap"], kernels=["log"], transforms=["none"], tail_indices=[0.7], seeds=[0],
              n_samples=8, n_points=12, n_test=3)
@@ -34,12 +32,6 @@ def _record_models(monkeypatch, module, name):
 
     monkeypatch.setattr(module, name, record)
     return seen
-
-
-def _comparable(rows):
-    # NaN as a string (NaN != NaN); fit times vary
-    return [{k: ("nan" if isinstance(v, float) and v != v else v) for k, v in row.items() if k != "fit_time"}
-            for row in rows]
 
 
 def test_a_parameter_the_experiments_never_name_reaches_every_fitted_model():
@@ -91,56 +83,23 @@ def test_the_template_reaches_the_fits_on_your_data_and_of_the_phase_diagram(mon
 ])
 def test_without_a_template_each_experiment_fits_with_its_own_defaults(monkeypatch, run, defaults):
     seen = _record_models(monkeypatch, _compare, "_fit_and_score")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FutureWarning)
-        run()
+    run()
     model, = seen
     assert {name: model.get_params()[name] for name in defaults} == defaults
 
 
-@pytest.mark.parametrize("run, caller", [
-    (lambda **kw: compare_kernels(**BENCHMARK, **kw), "compare_kernels"),
-    (lambda **kw: compare_kernels_on_data(*_own_data(), kernels=["log"], transforms=[None], **kw),
-     "compare_kernels_on_data"),
-    (lambda **kw: phase_diagram(**PHASE, **kw), "phase_diagram"),
+@pytest.mark.parametrize("run", [
+    lambda **kw: compare_kernels(**BENCHMARK, **kw),
+    lambda **kw: compare_kernels_on_data(*_own_data(), kernels=["log"], transforms=[None], **kw),
+    lambda **kw: phase_diagram(**PHASE, **kw),
 ])
-def test_the_old_keywords_warn_and_cannot_be_combined_with_a_template(monkeypatch, run, caller):
+def test_the_network_is_set_on_the_template_only(monkeypatch, run):
     seen = _record_models(monkeypatch, _compare, "_fit_and_score")
-    with pytest.warns(FutureWarning, match=rf"Passing epochs, d_model.* to {caller} is deprecated.*"
-                                           r"pass estimator=MeasureTransformerRegressor\(.*max_epochs=1"):
-        run(**OLD_NETWORK)
-    assert {name: seen[0].get_params()[name] for name in NETWORK} == NETWORK
-    seen.clear()
-    with pytest.raises(ValueError, match=rf"{caller} got estimator= and d_model, epochs: set d_model, max_epochs on "
-                                         "the estimator instead"):
-        run(estimator=MeasureTransformerRegressor(), epochs=3, d_model=8)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'epochs'"):
+        run(epochs=1, d_model=8)
     with pytest.raises(TypeError, match="estimator must be a MeasureTransformerRegressor"):
         run(estimator={"d_model": 8})
     assert seen == []  # refused before any fit
-
-
-def test_the_suggested_template_gives_the_old_keywords_results():
-    with pytest.warns(FutureWarning, match="estimator=") as record:
-        old = compare_kernels(**BENCHMARK, epochs=1, d_model=8, n_heads=2, n_layers=1, dim_feedforward=16)
-    suggested = str(record[0].message).split("estimator=MeasureTransformerRegressor(")[1].split(") instead")[0]
-    assert suggested == ("max_epochs=1, d_model=8, dim_feedforward=16, batch_size=16, n_heads=2, n_layers=1")
-    new = compare_kernels(**BENCHMARK, estimator=MeasureTransformerRegressor(
-        max_epochs=1, d_model=8, dim_feedforward=16, batch_size=16, n_heads=2, n_layers=1))
-    assert _comparable(old) == _comparable(new)
-    assert old[0]["status"] == "ok" and old[0]["energy_symlog"] > 0
-
-
-def test_old_and_new_forms_give_the_same_rows_on_your_data_and_in_the_phase_diagram():
-    X, y = _own_data()
-    with pytest.warns(FutureWarning):
-        old = compare_kernels_on_data(X, y, kernels=["log"], transforms=["symlog"], **OLD_NETWORK)
-    new = compare_kernels_on_data(X, y, kernels=["log"], transforms=["symlog"],
-                                  estimator=MeasureTransformerRegressor(**NETWORK))
-    assert _comparable(old) == _comparable(new)
-    with pytest.warns(FutureWarning):
-        old = phase_diagram(**PHASE, **OLD_NETWORK)
-    new = phase_diagram(**PHASE, estimator=MeasureTransformerRegressor(**NETWORK, lr=3e-3))  # the phase's rate
-    assert _comparable(old) == _comparable(new) and old[0]["status"] == "ok"
 
 
 def test_an_unknown_kernel_is_refused_before_any_fit(monkeypatch):
