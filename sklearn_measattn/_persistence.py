@@ -20,7 +20,6 @@ import hashlib
 import importlib
 import importlib.abc
 import importlib.util
-import inspect
 import json
 import os
 import secrets
@@ -112,12 +111,6 @@ class VersionStampMixin:
                 f"sklearn_measattn {current}; models are only loadable within the same major.minor "
                 f"version. Install sklearn_measattn=={saved} to load it, or refit the model."
             )
-        # Parameters added to the estimator after it was saved take their defaults.
-        for name, parameter in inspect.signature(type(self).__init__).parameters.items():
-            if parameter.kind is parameter.KEYWORD_ONLY and name not in state:
-                state[name] = parameter.default
-        # Saved before the device became a property of the fitted net: the net's own device decides.
-        state.pop("device_", None)
         super().__setstate__(state)
 
 

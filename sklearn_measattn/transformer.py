@@ -197,12 +197,6 @@ class KernelMultiheadAttention(nn.Module):
         state["_resolved_backends"] = {}
         return state
 
-    def __setstate__(self, state):
-        state.setdefault("_resolved_backends", {})
-        if "kernel" in state:  # pickled before the kernel became a property
-            state["_kernel"] = state.pop("kernel")
-        super().__setstate__(state)
-
 
     def _project(self, x):
         batch, n_points, d_model = x.shape
@@ -415,10 +409,6 @@ class MeasureTransformer(nn.Module):
             self.reset_parameters(generator=generator)
         elif self.residual:
             self._zero_head()
-
-    def __setstate__(self, state):
-        state.setdefault("residual", False)  # modules pickled before the option existed
-        super().__setstate__(state)
 
     def _zero_head(self):
         nn.init.zeros_(self.head.weight)

@@ -164,22 +164,3 @@ def test_missing_version_stamp_warns(fitted, data, monkeypatch):
     with pytest.warns(UserWarning, match="without a sklearn_measattn version stamp"):
         loaded = pickle.loads(payload)
     np.testing.assert_array_equal(loaded.predict(data[0]), fitted.predict(data[0]))
-
-
-@pytest.mark.slow
-def test_a_model_saved_before_a_parameter_existed_loads_with_its_default(fitted, data, monkeypatch):
-    """A parameter added after the model was pickled takes its default on load (here: as if saved without
-    the data-parallel and shuffling options)."""
-    original = MeasureTransformerRegressor.__getstate__
-
-    def older(self):
-        state = original(self)
-        del state["distributed"], state["shuffle"]
-        return state
-
-    with monkeypatch.context() as patch:
-        patch.setattr(MeasureTransformerRegressor, "__getstate__", older)
-        payload = pickle.dumps(fitted)
-    loaded = pickle.loads(payload)
-    assert loaded.get_params()["distributed"] is False and loaded.get_params()["shuffle"] is True
-    np.testing.assert_array_equal(loaded.predict(data[0]), fitted.predict(data[0]))

@@ -8,17 +8,24 @@ the same model, spin it up the same way and observe it through the same
 """
 
 from ._model import FORCING, MIN_VARIABLES, SPIN_UP_TIME, attractor_states, integrate_lorenz96
+from ._noise import CauchyNoise, GaussianNoise, NoiseLaw, StudentTNoise, as_noise_laws, noise_law
 from ._observation import N_VARIABLES, NOISE, OBSERVATION_NOISES, OBSERVED, ObservationModel
 
 __all__ = [
+    "CauchyNoise",
     "FORCING",
+    "GaussianNoise",
     "MIN_VARIABLES",
     "N_VARIABLES",
     "NOISE",
+    "NoiseLaw",
     "OBSERVATION_NOISES",
     "OBSERVED",
     "SPIN_UP_TIME",
+    "StudentTNoise",
     "ObservationModel",
+    "as_noise_laws",
     "attractor_states",
     "integrate_lorenz96",
+    "noise_law",
 ]

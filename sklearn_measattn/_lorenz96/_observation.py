@@ -7,19 +7,16 @@ import math
 from numbers import Integral
 
 import numpy as np
-from scipy.special import gammaln
-from sklearn.utils import check_random_state
 
 from .._param_validation import validate_params
 from .._validation import POSITIVE_REAL, Choices, NumberInterval, arrays_described, described_as_array
 from ._model import MIN_VARIABLES
+from ._noise import NoiseLaw, noise_law
 
 __all__ = ["N_VARIABLES", "NOISE", "OBSERVATION_NOISES", "OBSERVED", "ObservationModel"]
 
 #: Observation-noise families accepted by ``observation_noise=`` and ``noise=``.
 OBSERVATION_NOISES = ("gaussian", "student_t", "cauchy")
-
-_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 NOISE = Choices(OBSERVATION_NOISES, why="'student_t' uses df degrees of freedom; 'cauchy' is Student-t with df=1")
 OBSERVED = [Choices(("all", "every_other")), "array-like"]
@@ -48,11 +45,15 @@ def _observed_indices(observed, n_variables):
 
 
 class ObservationModel:
-    r"""Direct observations of some state variables with additive, independent noise.
+    r"""Direct observations of some state variables with additive, independent noise of one law.
 
-    ``o = x[observed] + noise_scale * eps``, the ``eps_j`` iid standard
-    Gaussian, Student-t with ``df`` degrees of freedom, or Cauchy (Student-t
-    with ``df = 1``). Heavy-tailed noise makes an observation now and then
+    ``o = x[observed] + noise_scale * eps``, the ``eps_j`` iid draws of a
+    :class:`NoiseLaw`: standard Gaussian, Student-t with ``df`` degrees of
+    freedom, or Cauchy (Student-t with ``df = 1``) by name, or any law passed
+    as ``noise`` (a record of errors, :class:`SampledNoise`; a law of your
+    own). The model is the observation operator (which variables, the state
+    size) and its :attr:`law`, which it reads everything about the noise
+    from. Heavy-tailed noise makes an observation now and then
     land far from the truth: Bayes' rule then mostly ignores it, while a
     Kalman update follows it in proportion.
 
@@ -62,14 +63,15 @@ class ObservationModel:
     :meth:`restricted` is the model of those alone, and
     :meth:`log_likelihood` sums over them.
 
-    The noise law lives in two methods: :meth:`standard_noise` draws the
-    unit-scale errors ``eps`` (:meth:`sample` adds ``noise_scale`` times them
-    to the state) and :meth:`log_density` is the normalised log-density of
-    one error ``noise_scale * eps``, which every likelihood of the package
+    The law's :meth:`~NoiseLaw.standard_noise` draws the unit-scale errors
+    ``eps`` (:meth:`sample` adds ``noise_scale`` times them to the state) and
+    its ``log_density``, where the law has one, is the normalised
+    log-density of one error, which every likelihood of the package
     (:meth:`log_likelihood`, the particle filter's weights, the rank
-    histogram filter's scalar update) is made of. A subclass that overrides
-    both (and :attr:`variance`, the variance a Kalman update assumes) brings
-    another law to every filter; pass an instance to
+    histogram filter's scalar update) is made of. A law known only by a
+    record of errors has no density, and neither has the model then
+    (``hasattr(model, "log_density")`` is False): the filters that need
+    Bayes' rule ask for a fitted one. Pass the model to
     ``make_twin_problem(observation_model=...)``.
 
     Parameters
@@ -78,8 +80,10 @@ class ObservationModel:
         Dimension of the state (at least 4 for Lorenz-96).
     observed : {"all", "every_other"} or array-like of int, default="all"
         The observed variables: all, those with even index, or these indices.
-    noise : {"gaussian", "student_t", "cauchy"}, default="gaussian"
-        Family of the noise.
+    noise : {"gaussian", "student_t", "cauchy"} or NoiseLaw, default="gaussian"
+        Family of the noise, or the law itself (which then holds its own
+        scale and degrees of freedom: ``df`` and ``noise_scale`` are not
+        given beside it).
     df : float, default=1.5
         Degrees of freedom of the Student-t noise (unused otherwise); moments
         of order ``>= df`` are infinite.
@@ -88,6 +92,13 @@ class ObservationModel:
 
     Attributes
     ----------
+    law : NoiseLaw
+        The noise law (:class:`GaussianNoise`, :class:`StudentTNoise`,
+        :class:`CauchyNoise` for the names).
+    noise : str
+        The law's family name (``law.name``).
+    df : float
+        Its degrees of freedom (NaN for a law without them).
     observed : ndarray of int
         The observed indices.
     n_observed : int
@@ -124,18 +135,38 @@ class ObservationModel:
         {
             "n_variables": [N_VARIABLES],
             "observed": OBSERVED,
-            "noise": [NOISE],
+            "noise": [NOISE, NoiseLaw],
             "df": [POSITIVE_REAL],
             "noise_scale": [POSITIVE_REAL],
         },
         prefer_skip_nested_validation=True,
     )
     def __init__(self, *, n_variables, observed="all", noise="gaussian", df=1.5, noise_scale=1.0):
+        if isinstance(noise, NoiseLaw) and (df != 1.5 or noise_scale != 1.0):
+            raise ValueError(
+                f"noise={noise!r} is a law, which holds its own scale and degrees of freedom: do not pass df or "
+                "noise_scale beside it (make the law with the ones you want)."
+            )
         self.n_variables = int(n_variables)
         self.observed = _observed_indices(observed, self.n_variables)
-        self.noise = noise
-        self.df = 1.0 if noise == "cauchy" else float(df)
-        self.noise_scale = float(noise_scale)
+        self.law = noise if isinstance(noise, NoiseLaw) else noise_law(noise, df=df, scale=noise_scale)
+
+    @property
+    def noise(self):
+        return self.law.name
+
+    @property
+    def df(self):
+        return float(getattr(self.law, "df", math.nan))
+
+    @property
+    def noise_scale(self):
+        return self.law.scale
+
+    @noise_scale.setter
+    def noise_scale(self, value):
+        self.law = copy.copy(self.law)  # a law shared with other models keeps its scale
+        self.law.scale = float(value)
 
     @property
     def n_observed(self):
@@ -143,15 +174,11 @@ class ObservationModel:
 
     @property
     def tail(self):
-        return 0.0 if self.noise == "gaussian" else 1.0 / self.df
+        return self.law.tail
 
     @property
     def variance(self):
-        if self.noise == "gaussian":
-            return self.noise_scale**2
-        if self.df > 2:
-            return self.noise_scale**2 * self.df / (self.df - 2)
-        return None
+        return self.law.variance
 
     @property
     def nominal_variance(self):
@@ -159,12 +186,17 @@ class ObservationModel:
 
     @property
     def symmetric(self):
-        return True
+        return self.law.symmetric
+
+    def _law_repr(self):
+        if type(self.law).__module__ == __name__.rsplit(".", 1)[0] + "._noise":
+            return self.noise if self.noise != "student_t" else f"student_t(df={self.df:g})"
+        return repr(self.law)
 
     def __repr__(self):
         observed = self.observed.tolist() if self.n_observed <= 6 else f"{self.n_observed} of {self.n_variables}"
-        law = self.noise if self.noise != "student_t" else f"student_t(df={self.df:g})"
-        return f"ObservationModel(n_variables={self.n_variables}, observed={observed}, noise={law}, scale={self.noise_scale:g})"
+        return (f"{type(self).__name__}(n_variables={self.n_variables}, observed={observed}, noise={self._law_repr()}, "
+                f"scale={self.noise_scale:g})")
 
     def present(self, observation):
         """Which entries of an observation are present: a NaN entry is a missing observation.
@@ -240,7 +272,7 @@ class ObservationModel:
         return model
 
     def standard_noise(self, size, random_state=None):
-        """Draws of ``eps`` (unit scale) of the given shape.
+        """Draws of ``eps`` (unit scale) of the given shape: the law's.
 
         Parameters
         ----------
@@ -253,18 +285,13 @@ class ObservationModel:
         -------
         ndarray
         """
-        rng = check_random_state(random_state)
-        if self.noise == "gaussian":
-            return rng.standard_normal(size)
-        if self.noise == "cauchy":
-            return rng.standard_cauchy(size)
-        return rng.standard_t(self.df, size)
+        return self.law.standard_noise(size, random_state)
 
     def sample(self, states, random_state=None):
         """Noisy observations of ``states`` (..., n_variables) -> (..., n_observed).
 
-        ``states[..., observed] + noise_scale * standard_noise(...)``: a
-        subclass that overrides :meth:`standard_noise` samples its own law.
+        ``states[..., observed]`` plus errors of the law (``law.sample``:
+        ``noise_scale * eps``; exactly recorded errors for a record).
 
         Parameters
         ----------
@@ -277,32 +304,18 @@ class ObservationModel:
         -------
         ndarray of shape (..., n_observed)
         """
-        states = np.asarray(states, dtype=np.float64)
-        return states[..., self.observed] + self.noise_scale * self.standard_noise(
-            states[..., self.observed].shape, random_state
-        )
+        observed = np.asarray(states, dtype=np.float64)[..., self.observed]
+        return observed + self.law.sample(observed.shape, random_state)
 
-    def log_density(self, residual):
-        """``log p(residual)`` of the observation noise, elementwise: the normalised log-density of one error.
+    @property
+    def log_density(self):
+        """``log p(residual)`` of the observation noise, elementwise: the law's normalised log-density of one error.
 
         ``residual`` is ``observation - state`` in the units of the
-        observation (the scale included), any shape; the density is that of
-        ``noise_scale * eps`` for the noise law (Gaussian, Student-t with
-        ``df`` degrees of freedom, Cauchy), so it integrates to one over each
-        entry. Every likelihood of the package is made of it
-        (:meth:`log_likelihood`, the scalar update of
-        :class:`RankHistogramFilter`): a subclass with another noise law
-        overrides this method and :meth:`standard_noise`, and the rest follows.
-
-        Parameters
-        ----------
-        residual : array-like of any shape
-            Observation errors ``observation - state``, finite or infinite.
-
-        Returns
-        -------
-        ndarray of the shape of ``residual``
-            ``log p(residual)`` entry by entry.
+        observation (the scale included), any shape. Every likelihood of the
+        package is made of it (:meth:`log_likelihood`, the scalar update of
+        :class:`RankHistogramFilter`). Absent (an ``AttributeError``, and
+        ``hasattr`` False) when the law has no density, as a record of errors.
 
         Examples
         --------
@@ -314,13 +327,14 @@ class ObservationModel:
         >>> ObservationModel(n_variables=4, noise="cauchy").log_density([[0.0, 1.0]]).round(4)
         array([[-1.1447, -1.8379]])
         """
-        scale = self.noise_scale
-        standard = np.asarray(residual, dtype=np.float64) / scale
-        if self.noise == "gaussian":
-            return -0.5 * standard**2 - _HALF_LOG_2PI - math.log(scale)
-        df = self.df
-        constant = gammaln((df + 1) / 2) - gammaln(df / 2) - 0.5 * math.log(df * math.pi) - math.log(scale)
-        return constant - 0.5 * (df + 1) * np.log1p(standard**2 / df)
+        density = getattr(self.law, "log_density", None)
+        if density is None:
+            raise AttributeError(
+                f"The noise law of this {type(self).__name__}, {self.law!r}, has no density (a law known only by "
+                "draws, such as a record of errors): Bayes' rule needs one. Fit one to the record: "
+                "law.fit_student_t() or law.kernel_density(), and observe through it."
+            )
+        return density
 
     def log_likelihood(self, observation, states):
         """``log p(observation | state)`` of each state (..., n_variables), summed over the present observations.

@@ -20,13 +20,19 @@ divergence is detected.
   the true likelihood (or an assumed one) and a rank histogram (or kernel
   density) prior, by name too.
 - Your own step: subclass :class:`AnalysisStep` and implement ``analyse``,
-  or subclass :class:`SerialEnKF` and override ``scalar_update``; a noise law
-  of your own: subclass :class:`ObservationModel` (``standard_noise`` and
-  ``log_density``).
-- Noise known only by a sample of errors: :class:`SampledObservationModel`
-  resamples it to simulate, and fits the densities Bayes' rule needs
-  (a Student-t, :class:`KernelDensityObservationModel`); two laws outside the
-  Student-t family to sample, :func:`contaminated_errors` and :func:`skewed_errors`.
+  or subclass :class:`SerialEnKF` and override ``scalar_update``.
+- Noise laws, apart from which variables are observed: :class:`NoiseLaw`
+  (draws, scale, tail, symmetry, a density where known), the built-in
+  :class:`GaussianNoise`, :class:`StudentTNoise` and :class:`CauchyNoise`;
+  a law of your own subclasses :class:`NoiseLaw`. An
+  :class:`ObservationModel` observes variables through one
+  (``noise=law``), and the training functions take a law as it is.
+- Noise known only by a record of errors: :class:`SampledNoise` resamples it
+  to simulate and has no density; it fits the densities Bayes' rule needs (a
+  Student-t, :class:`KernelDensityNoise`); :class:`SampledObservationModel`
+  and :class:`KernelDensityObservationModel` observe through them; two laws
+  outside the Student-t family to sample, :func:`contaminated_errors` and
+  :func:`skewed_errors`.
 - A learned analysis: :func:`fit_learned_analysis` trains one for any noise law
   you can draw from (a record of errors included) and returns it ready;
   :class:`LearnedAnalysis` puts a fitted measure-to-measure
@@ -43,6 +49,7 @@ divergence is detected.
   hidden Markov models, ``xpList`` and statistics): :func:`dapper_method`.
 """
 
+from .._lorenz96 import CauchyNoise, GaussianNoise, NoiseLaw, StudentTNoise
 from ._baselines import (
     AnalysisStep,
     EnKF,
@@ -76,7 +83,14 @@ from ._local import (
 from ._pretrained import ANALYSIS_MODELS, analysis_model_path, pretrained_analysis
 from ._problem import ObservationModel, TwinProblem, make_twin_problem
 from ._rank_histogram import RankHistogramFilter
-from ._sampled import KernelDensityObservationModel, SampledObservationModel, contaminated_errors, skewed_errors
+from ._sampled import (
+    KernelDensityNoise,
+    KernelDensityObservationModel,
+    SampledNoise,
+    SampledObservationModel,
+    contaminated_errors,
+    skewed_errors,
+)
 from ._synthetic import PRIOR_KINDS, make_synthetic_analysis_data
 from ._twin import ANALYSIS_NAMES, ANALYSIS_STEPS, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 from ._workflow import TUNING_RULE, TuningResult, compare_analyses, tune_analysis
@@ -94,18 +108,24 @@ __all__ = [
     "PRIOR_KINDS",
     "RANKED_ANALYSIS_FEATURES",
     "AnalysisStep",
+    "CauchyNoise",
     "EnKF",
+    "GaussianNoise",
+    "KernelDensityNoise",
     "KernelDensityObservationModel",
     "LETKF",
     "LocalLearnedAnalysis",
     "LearnedAnalysis",
     "NoUpdate",
+    "NoiseLaw",
     "ObservationModel",
     "ParticleFilter",
     "RankHistogramFilter",
     "RobustEnKF",
+    "SampledNoise",
     "SampledObservationModel",
     "SerialEnKF",
+    "StudentTNoise",
     "TUNING_RULE",
     "TuningResult",
     "TwinProblem",

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -573,8 +572,6 @@ class SerialEnKF(AnalysisStep):
     }
     #: The parameters the serial loop reads: a subclass sets them in its ``__init__`` (or calls this one).
     _LOOP_PARAMETERS = ("inflation", "localization_radius", "relaxation", "batch_disjoint")
-    #: Those a subclass could leave out before, and the value the loop then took (deprecated).
-    _FORMER_DEFAULTS = {"inflation": 1.0, "batch_disjoint": False}
     _records = None  # the list the loop appends its scalar priors to, inside ``recording()``
 
     def __init__(self, *, inflation=1.02, clip=None, localization_radius=None, relaxation=0.0, variance_factor=1.0,
@@ -590,22 +587,11 @@ class SerialEnKF(AnalysisStep):
         self._declared_loop_parameters()
         model = self.observation_model_
         self.localization_ = localization_matrix(model.n_variables, self.localization_radius)
-        self.recorder_ = None  # deprecated: recording() records the scalar priors
         self._groups = {}
 
     def _declared_loop_parameters(self):
-        """Refuse a subclass that does not set what the loop reads (the two it could leave out, deprecated)."""
+        """Refuse a subclass that does not set what the loop reads."""
         parameters = vars(self)
-        for name, value in self._FORMER_DEFAULTS.items():
-            if name not in parameters:
-                warnings.warn(
-                    f"{type(self).__name__} does not set {name}, which SerialEnKF's loop reads; it is taken as "
-                    f"{value!r}, which is deprecated and will stop working in a future version: set it in __init__ "
-                    "(or call SerialEnKF.__init__ there).",
-                    FutureWarning,
-                    stacklevel=4,
-                )
-                setattr(self, name, value)  # on the bound copy only
         missing = [name for name in self._LOOP_PARAMETERS if name not in parameters]
         if missing:
             raise TypeError(
@@ -654,18 +640,6 @@ class SerialEnKF(AnalysisStep):
             yield records
         finally:
             del self._records
-
-    def _recorder(self):
-        """Where the loop records its scalar priors: ``recording()``'s list, or a ``recorder_`` set (deprecated)."""
-        if self.recorder_ is not None:
-            warnings.warn(
-                "Setting recorder_ on a bound SerialEnKF is deprecated and will stop working in a future version: "
-                "record with `with step.recording() as records:`.",
-                FutureWarning,
-                stacklevel=3,
-            )
-            return self.recorder_
-        return self._records
 
     def scalar_update(self, prior, observation):
         """The posterior members of one observed variable (what a serial filter's subclass overrides).
@@ -752,7 +726,7 @@ class SerialEnKF(AnalysisStep):
         if self.batch_disjoint and self.localization_radius is not None:
             return self._analyse_in_groups(forecast, observation)
         ensemble = _inflated(forecast, self.inflation).copy()
-        recorder = self._recorder()
+        recorder = self._records
         for j, i in enumerate(self.observation_model_.observed):
             prior = ensemble[:, i].copy()
             prior_anomaly = prior - prior.mean()
@@ -771,7 +745,7 @@ class SerialEnKF(AnalysisStep):
     def _analyse_in_groups(self, forecast, observation):
         ensemble = _inflated(forecast, self.inflation).copy()
         observed = self.observation_model_.observed
-        recorder = self._recorder()
+        recorder = self._records
         for group in self._disjoint_groups(observed):
             variables = observed[group]
             priors = ensemble[:, variables].T.copy()

@@ -6,11 +6,11 @@ import sys
 import time
 from numbers import Integral, Real
 
-from .._lorenz96 import ObservationModel
+from .._lorenz96 import CauchyNoise, GaussianNoise, NoiseLaw, ObservationModel, StudentTNoise, as_noise_laws
 from .._param_validation import Interval, validate_params
 from ..estimator import MeasureTransformerRegressor
 from ._learned import LearnedAnalysis, _checked_noise_ratio_range
-from ._synthetic import _checked_laws, make_synthetic_analysis_data
+from ._synthetic import make_synthetic_analysis_data
 
 __all__ = ["fit_learned_analysis"]
 
@@ -23,9 +23,8 @@ _DEFAULT_PRIOR_WEIGHTS = {"gaussian": 0.5, "skewed": 0.3, "bimodal": 0.2, "stude
 
 def default_noise_laws():
     """The noise laws of the shipped scalar models, from Gaussian to Cauchy (:data:`_DEFAULT_TAILS`)."""
-    return [ObservationModel(n_variables=4, noise="gaussian") if tail == 0 else
-            ObservationModel(n_variables=4, noise="cauchy") if tail == 1 else
-            ObservationModel(n_variables=4, noise="student_t", df=1.0 / tail) for tail in _DEFAULT_TAILS]
+    return [GaussianNoise() if tail == 0 else CauchyNoise() if tail == 1 else StudentTNoise(df=1.0 / tail)
+            for tail in _DEFAULT_TAILS]
 
 
 def _law_description(law):
@@ -37,7 +36,7 @@ def _law_description(law):
 
 @validate_params(
     {
-        "noise": [ObservationModel, list, tuple, None],
+        "noise": [NoiseLaw, ObservationModel, list, tuple, None],
         "n_priors": [Interval(Integral, 1, None, closed="left")],
         "draws": [Interval(Integral, 1, None, closed="left")],
         "candidates": [Interval(Integral, 1, None, closed="left"), None],
@@ -71,7 +70,7 @@ def fit_learned_analysis(noise=None, *, n_priors=30000, draws=4, candidates=None
     wider placement that a serial filter, which compounds a small loss of
     spread over dozens of updates per cycle, needs). No density is evaluated
     and no truth trajectory is used: a record of errors
-    (:class:`SampledObservationModel`) is all it needs.
+    (:class:`SampledNoise`) is all it needs.
 
     The recipe is stored in the estimator's ``analysis_recipe_``, which
     :func:`~sklearn_measattn.save_model` writes into the model file, so
@@ -83,10 +82,11 @@ def fit_learned_analysis(noise=None, *, n_priors=30000, draws=4, candidates=None
 
     Parameters
     ----------
-    noise : ObservationModel, list of ObservationModel or None, default=None
-        The noise laws to train for: their draws (``standard_noise``) and
-        tail feature; the scale is set by the ratio. A
-        :class:`SampledObservationModel` trains on a record of errors. None:
+    noise : NoiseLaw, ObservationModel, list of them or None, default=None
+        The noise laws to train for (an observation model stands for its
+        law): their draws (``standard_noise``) and tail feature; the scale
+        is set by the ratio. A :class:`SampledNoise` trains on a record of
+        errors. None:
         the shipped models' laws, Gaussian, Student-t of 5, 3, 2 and 1.5
         degrees of freedom and Cauchy (Gaussian and Cauchy twice as often).
     n_priors, draws, candidates, innovation_power :
@@ -129,16 +129,14 @@ def fit_learned_analysis(noise=None, *, n_priors=30000, draws=4, candidates=None
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import (SampledObservationModel, contaminated_errors,
-    ...                                            fit_learned_analysis)
-    >>> errors = contaminated_errors(2000, random_state=0)
-    >>> law = SampledObservationModel(errors, n_variables=40)
+    >>> from sklearn_measattn.assimilation import SampledNoise, contaminated_errors, fit_learned_analysis
+    >>> law = SampledNoise(contaminated_errors(2000, random_state=0))
     >>> step = fit_learned_analysis(law, n_priors=300, ensemble_size=10, d_model=8, n_heads=2, n_layers=1,
     ...                             max_epochs=1)
     >>> step.estimator.analysis_recipe_["features"], step.estimator.analysis_recipe_["noise_ratio_range"]
     ('kalman', [0.1, 100.0])
     """
-    laws = default_noise_laws() if noise is None else _checked_laws(noise)
+    laws = default_noise_laws() if noise is None else as_noise_laws(noise, caller="fit_learned_analysis")
     low_high = _checked_noise_ratio_range(noise_ratio_range)
     weights = dict(_DEFAULT_PRIOR_WEIGHTS if prior_weights is None else prior_weights)
     params = dict(kernel="softmax", transform=None, residual=True, d_model=d_model, n_heads=n_heads, n_layers=n_layers,

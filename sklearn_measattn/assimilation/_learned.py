@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -11,21 +10,18 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._param_validation import HasMethods, Hidden, validate_params
+from .._param_validation import HasMethods, validate_params
 from .._threads import torch_threads
 from .._validation import Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, AnalysisStep, SerialEnKF
 from ._problem import (
-    DEPRECATED,
-    DEPRECATED_SIMULATION_CONSTRAINTS,
     RUN_CONSTRAINTS,
     TwinProblem,
     arrays_described,
-    problem_for_run,
+    check_problem_for_run,
 )
 from ._rank_histogram import RankHistogramFilter
-from ._sampled import KernelDensityObservationModel, SampledObservationModel
 from ._twin import _run, resolve_analysis
 
 __all__ = [
@@ -54,8 +50,7 @@ ANALYSIS_FEATURE_SETS = {"plain": ANALYSIS_FEATURES, "ranked": RANKED_ANALYSIS_F
 _FEATURE_SET_NAMES = {len(names): name for name, names in ANALYSIS_FEATURE_SETS.items()}
 
 
-def analysis_features(prior, observation, *, noise_scale, noise_tail, features="plain", noise_ratio_range=None,
-                      rank="deprecated"):
+def analysis_features(prior, observation, *, noise_scale, noise_tail, features="plain", noise_ratio_range=None):
     """The input measure of a learned scalar update: one point per member, the features of a named set.
 
     For the ensemble ``prior`` of one observed variable, with mean ``m`` and
@@ -100,8 +95,6 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, features="
     noise_ratio_range : (float, float) or None, default=None
         Clip ``noise_scale / s`` to this range first (the ratios a model was
         trained on), or not.
-    rank : bool
-        Deprecated: ``rank=True`` is ``features="ranked"``.
 
     Returns
     -------
@@ -120,14 +113,6 @@ def analysis_features(prior, observation, *, noise_scale, noise_tail, features="
     >>> analysis_features(np.array([1.0, 2.0, 3.0]), 4.0, noise_scale=1.0, noise_tail=1.0, features="kalman")[0].shape
     (3, 7)
     """
-    if rank != "deprecated":
-        warnings.warn(
-            "rank= of analysis_features is deprecated and will be removed in a future version; pass "
-            "features='ranked' for rank=True (features='plain' for rank=False).",
-            FutureWarning,
-            stacklevel=2,
-        )
-        features = "ranked" if rank else "plain"
     if features not in ANALYSIS_FEATURE_SETS:
         raise ValueError(f"features must be one of {sorted(ANALYSIS_FEATURE_SETS)}; got {features!r}.")
     prior = np.asarray(prior, dtype=np.float64)
@@ -302,7 +287,7 @@ class LearnedAnalysis(SerialEnKF):
         exact for Bayes' rule under a symmetric noise law, and it removes
         the part of the model's error that is not. ``"auto"``: when the
         observation model's law is symmetric (``symmetric``; not for a
-        :class:`SampledObservationModel`, whose sample may be skewed).
+        record of errors, :class:`SampledNoise`, whose law may be skewed).
     batch_disjoint : bool, default=False
         With localisation, update together the observations whose
         localisation supports do not overlap, in one forward pass of the
@@ -337,8 +322,8 @@ class LearnedAnalysis(SerialEnKF):
         them), and where a model trained on them extrapolates: the learned
         update widens the posterior there instead of following the law.
         A law known only by a record of errors
-        (:class:`SampledObservationModel`) has no density; its kernel
-        density (:meth:`SampledObservationModel.kernel_density`) stands in.
+        (:class:`SampledNoise`) has no density; its kernel density
+        (:meth:`SampledNoise.kernel_density`) stands in.
         None: the learned update everywhere.
 
     Attributes
@@ -449,8 +434,9 @@ class LearnedAnalysis(SerialEnKF):
                 f"deviations), or None; got {far!r}."
             )
         model = self.observation_model_
-        likelihood = model.kernel_density() if isinstance(model, SampledObservationModel) and not isinstance(
-            model, KernelDensityObservationModel) else None
+        law = model.law
+        # a record has no density: its kernel density stands in
+        likelihood = law.kernel_density() if not hasattr(law, "log_density") and hasattr(law, "kernel_density") else None
         # the law's width: the Gaussian's 95% interval, 1.96 sd, holds 95% of the noise when widened to 1.96 w
         draws = model.standard_noise(100_000, np.random.RandomState(0))
         self.far_width_ = model.noise_scale * float(np.quantile(np.abs(draws), 0.95)) / 1.959964
@@ -528,9 +514,8 @@ class LearnedAnalysis(SerialEnKF):
 @arrays_described
 @validate_params(
     {
-        "problem": [TwinProblem, Hidden(AnalysisStep), None],  # a teacher first: deprecated
-        "teacher": [AnalysisStep, Hidden(TwinProblem), None],
-        **DEPRECATED_SIMULATION_CONSTRAINTS,
+        "problem": [TwinProblem],
+        "teacher": [AnalysisStep, None],
         **RUN_CONSTRAINTS,
         "target": [Choices(("member", "truth"))],
         "random_state": ["random_state"],
@@ -538,7 +523,7 @@ class LearnedAnalysis(SerialEnKF):
     prefer_skip_nested_validation=True,
 )
 def make_analysis_training_data(
-    problem=None,
+    problem,
     teacher=None,
     *,
     ensemble_size=40,
@@ -546,13 +531,6 @@ def make_analysis_training_data(
     initial_spread=1.0,
     target="member",
     random_state=None,
-    n_variables=DEPRECATED,
-    observed=DEPRECATED,
-    noise=DEPRECATED,
-    df=DEPRECATED,
-    noise_scale=DEPRECATED,
-    dt_obs=DEPRECATED,
-    n_cycles=DEPRECATED,
 ):
     """Training pairs for a :class:`LearnedAnalysis`: scalar forecast ensembles from a cycled filter, and their targets.
 
@@ -588,10 +566,7 @@ def make_analysis_training_data(
     ----------
     problem : TwinProblem
         Truth and observations (:func:`make_twin_problem`). A missing (NaN)
-        observation is skipped by the teacher and gives no pair. Leaving it
-        out and passing the simulation parameters instead is deprecated
-        (below), as is passing the teacher first
-        (``make_analysis_training_data(teacher, problem)``).
+        observation is skipped by the teacher and gives no pair.
     teacher : SerialEnKF or LearnedAnalysis, default=None
         The serial filter that runs the cycles; None means
         ``SerialEnKF(inflation=1.05, clip=2.0)``, a robust filter that holds
@@ -601,12 +576,7 @@ def make_analysis_training_data(
     target : {"member", "truth"}, default="member"
         What the one-point targets are (above).
     random_state : int, RandomState instance or None, default=None
-        Seeds the ensemble, the teacher and the stand-ins (and the problem,
-        in the deprecated form that simulates it here).
-    n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles : deprecated
-        As in :func:`twin_experiment`: the parameters of
-        :func:`make_twin_problem`, deprecated (a ``FutureWarning``), refused
-        beside a problem.
+        Seeds the ensemble, the teacher and the stand-ins.
 
     Returns
     -------
@@ -625,24 +595,13 @@ def make_analysis_training_data(
     >>> X.shape, y.shape
     ((100, 10, 4), (100, 1, 1))
     """
-    if isinstance(problem, AnalysisStep) or isinstance(teacher, TwinProblem):
-        warnings.warn(
-            "make_analysis_training_data(teacher, problem) is deprecated and will stop working in a future version: "
-            "the problem comes first, make_analysis_training_data(problem, teacher=...).",
-            FutureWarning,
-            stacklevel=4,  # the caller, through validate_params and arrays_described
-        )
-        problem, teacher = teacher, problem
     if not isinstance(teacher, (SerialEnKF, type(None))):
         raise TypeError(
             f"teacher must be a SerialEnKF or a LearnedAnalysis (a serial filter, whose scalar priors are "
             f"recorded), got {type(teacher).__name__}."
         )
+    check_problem_for_run(problem, spin_up=spin_up)
     rng = check_random_state(random_state)
-    simulation = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
-                  "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
-    problem = problem_for_run(problem, simulation, caller="make_analysis_training_data", spin_up=spin_up,
-                              random_state=rng)
     teacher = SerialEnKF(inflation=1.05, clip=2.0) if teacher is None else teacher
     step = resolve_analysis(teacher, problem.observation_model, random_state=rng)
     priors, observations, truths = [], [], []

@@ -20,7 +20,7 @@ import torch
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._lorenz96 import ObservationModel
+from .._lorenz96 import CauchyNoise, GaussianNoise, StudentTNoise, as_noise_laws
 from .._param_validation import HasMethods, validate_params
 from .._threads import torch_threads
 from .._validation import Choices, NumberInterval
@@ -263,17 +263,6 @@ class LocalLearnedAnalysis(AnalysisStep):
         return (centre[:, None] + scale[:, None] * out).T
 
 
-def _checked_laws(noise):
-    laws = [noise] if isinstance(noise, ObservationModel) else list(noise)
-    if not laws or not all(isinstance(law, ObservationModel) for law in laws):
-        raise TypeError(
-            "noise must be an ObservationModel (its noise law and scale: ObservationModel(n_variables=40, "
-            "noise='cauchy'), SampledObservationModel(errors, ...)) or a list of them; got "
-            f"{[type(law).__name__ for law in laws] or 'an empty list'}."
-        )
-    return laws
-
-
 @validate_params(
     {
         "ensemble_sizes": [list, tuple],
@@ -359,14 +348,14 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
     gives one pair: its window of the prior (:func:`local_analysis_features`)
     and the stand-in's value there, standardised by the prior's mean and
     spread. Drawing from a law is all that is needed of it, so a noise known
-    only by a record of errors (:class:`SampledObservationModel`) serves.
+    only by a record of errors (:class:`SampledNoise`) serves.
 
     Parameters
     ----------
     forecasts : list of ndarray of shape (N + 1, n_variables)
         The prior ensembles (any ``N``, equal within one call's arrays or not).
-    noise : ObservationModel or list of ObservationModel
-        The noise laws (only their law and scale are used).
+    noise : NoiseLaw, ObservationModel or list of them
+        The noise laws (their draws, scale and tail; an observation model stands for its law).
     window_radius : int, default=4
         Half-width of the windows.
     localization_radius : float, default=4.0
@@ -397,13 +386,13 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_measattn.assimilation import ObservationModel, make_local_analysis_data
+    >>> from sklearn_measattn.assimilation import CauchyNoise, make_local_analysis_data
     >>> forecasts = [np.random.default_rng(0).standard_normal((11, 40))]
-    >>> X, y = make_local_analysis_data(forecasts, ObservationModel(n_variables=40, noise="cauchy"), random_state=0)
+    >>> X, y = make_local_analysis_data(forecasts, CauchyNoise(), random_state=0)
     >>> X[10].shape, y[10].shape
     ((40, 10, 48), (40, 1, 1))
     """
-    laws = _checked_laws(noise)
+    laws = as_noise_laws(noise, caller="make_local_analysis_data")
     forecasts = _checked_forecasts(forecasts)
     rng = check_random_state(random_state)
     X, y = {}, {}
@@ -414,7 +403,7 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
             stand_in = rng.randint(n_members)
             truth, prior = forecast[stand_in], np.delete(forecast, stand_in, axis=0)
             law = laws[rng.randint(len(laws))]
-            scale = law.noise_scale * np.exp(rng.uniform(low, high))
+            scale = law.scale * np.exp(rng.uniform(low, high))
             spacing = observation_spacings[rng.randint(len(observation_spacings))]
             observed = np.arange(rng.randint(spacing), n_variables, spacing)
             observed = observed[rng.uniform(size=observed.size) >= missing_fraction]
@@ -447,12 +436,11 @@ def _checked_forecasts(forecasts):
 
 def _kalman_variance_of(law, scale):
     """The Kalman variance of ``law`` at another scale: its variance over its scale squared, times the scale squared."""
-    return _kalman_variance(law, 1.0) * (scale / law.noise_scale) ** 2
+    return _kalman_variance(law, 1.0) * (scale / law.scale) ** 2
 
 
 def _default_laws():
-    return [ObservationModel(n_variables=8, noise="gaussian"), ObservationModel(n_variables=8, noise="student_t", df=1.5),
-            ObservationModel(n_variables=8, noise="student_t", df=4.0), ObservationModel(n_variables=8, noise="cauchy")]
+    return [GaussianNoise(), StudentTNoise(df=1.5), StudentTNoise(df=4.0), CauchyNoise()]
 
 
 def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localization_radius=4.0, clip=3.0, n_draws=2,
@@ -479,7 +467,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
 
     Parameters
     ----------
-    noise : ObservationModel, list of ObservationModel or None, default=None
+    noise : NoiseLaw, ObservationModel, list of them or None, default=None
         The noise laws to train for (their law and scale); None: the
         shipped model's, Gaussian, Student-t with 1.5 and 4 degrees of
         freedom and Cauchy, of scale 1 (times 0.5-2 in every draw).
@@ -511,15 +499,15 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import ObservationModel, fit_local_analysis, record_forecasts
+    >>> from sklearn_measattn.assimilation import GaussianNoise, fit_local_analysis, record_forecasts
     >>> forecasts = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
     ...                              n_cycles=30, spin_up=10, every=5, random_state=0)
-    >>> step = fit_local_analysis(ObservationModel(n_variables=12), forecasts=forecasts, window_radius=2,
+    >>> step = fit_local_analysis(GaussianNoise(), forecasts=forecasts, window_radius=2,
     ...                           d_model=8, n_heads=2, n_layers=1, max_epochs=1)
     >>> step.estimator.analysis_recipe_["window_radius"]
     2
     """
-    laws = _default_laws() if noise is None else _checked_laws(noise)
+    laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
     start = time.perf_counter()
     rng = check_random_state(random_state)
     if forecasts is None:

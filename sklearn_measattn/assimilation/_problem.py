@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import math
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .._lorenz96 import FORCING, N_VARIABLES, NOISE, OBSERVED, ObservationModel, attractor_states, integrate_lorenz96
-from .._param_validation import Hidden, InvalidParameterError, StrOptions, validate_params
+from .._lorenz96 import (
+    FORCING,
+    N_VARIABLES,
+    NOISE,
+    OBSERVED,
+    NoiseLaw,
+    ObservationModel,
+    attractor_states,
+    integrate_lorenz96,
+)
+from .._param_validation import InvalidParameterError, validate_params
 from .._validation import POSITIVE_INT, POSITIVE_REAL, NumberInterval, describe, described_as_array
 from .._validation import arrays_described as _described
 from .._validation import refuse_array_likes as _refuse_array_likes
@@ -265,7 +272,7 @@ _HINTS[TwinProblem] = (
 SIMULATION_CONSTRAINTS = {
     "n_variables": [N_VARIABLES],
     "observed": OBSERVED,
-    "noise": [NOISE],
+    "noise": [NOISE, NoiseLaw],
     "df": [POSITIVE_REAL],
     "noise_scale": [POSITIVE_REAL],
     "dt_obs": [POSITIVE_REAL],
@@ -345,8 +352,9 @@ def make_twin_problem(
         State dimension (at least 4).
     observed : {"all", "every_other"} or array-like of int, default="all"
         The observed variables.
-    noise : {"gaussian", "student_t", "cauchy"}, default="gaussian"
-        Observation-noise law.
+    noise : {"gaussian", "student_t", "cauchy"} or NoiseLaw, default="gaussian"
+        Observation-noise law, by name or the law itself (then without
+        ``df`` and ``noise_scale``, which it holds).
     df : float, default=1.5
         Degrees of freedom of the Student-t noise.
     noise_scale : float, default=1.0
@@ -408,66 +416,27 @@ def make_twin_problem(
     )
 
 
-#: The default of the simulation parameters of the functions that take a problem, in their deprecation cycle.
-DEPRECATED = "deprecated"
-#: The simulation parameters those functions took before they took a problem, with their domains.
-DEPRECATED_SIMULATION_CONSTRAINTS = {
-    name: [*constraints, Hidden(StrOptions({DEPRECATED}))] for name, constraints in SIMULATION_CONSTRAINTS.items()
-}
+def check_problem_for_run(problem, *, spin_up):
+    """Check, before any cycle runs, that ``problem`` is still valid and that ``spin_up`` leaves cycles to score.
 
-
-def problem_for_run(problem, simulation, *, caller, spin_up, random_state):
-    """The problem a cycled run works on: ``problem``, or (deprecated) one simulated from the keyword arguments.
-
-    ``problem`` given: no simulation parameter may be given beside it (it
-    fixes them); its arrays are checked again (they may have been changed in
-    place since it was made). ``problem`` None: a ``FutureWarning``, and the
-    problem :func:`make_twin_problem` simulates from the simulation
-    parameters that were given (its own defaults for the others) and
-    ``random_state``, the run's generator, as before. Either way ``spin_up``
-    must leave cycles to score. All before any cycle runs.
+    Its arrays are checked again: they may have been changed in place since
+    it was made.
 
     Parameters
     ----------
-    problem : TwinProblem or None
+    problem : TwinProblem
         The problem passed.
-    simulation : dict
-        The simulation parameters by name, :data:`DEPRECATED` where not given.
-    caller : str
-        The function's name, for the messages.
     spin_up : int
         Cycles left out of the averages.
-    random_state : numpy.random.RandomState
-        The run's generator (it simulates the problem when there is none).
 
-    Returns
-    -------
-    TwinProblem
+    Raises
+    ------
+    ValueError
+        If the problem's arrays are no longer valid, or ``spin_up`` is not
+        below its number of cycles.
     """
-    given = {name: value for name, value in simulation.items() if not (isinstance(value, str) and value == DEPRECATED)}
-    if problem is not None and given:
+    problem._check_data()
+    if spin_up >= problem.n_cycles:
         raise InvalidParameterError(
-            f"{caller} got a problem and simulation parameters {sorted(given)}: the problem fixes them. Pass "
-            "make_twin_problem(...) with those parameters as the problem instead."
+            f"spin_up={spin_up} leaves no cycle to score: it must be below n_cycles ({problem.n_cycles})."
         )
-    if problem is None:
-        warnings.warn(
-            f"Calling {caller} without a problem, simulating one from keyword arguments, is deprecated and will "
-            f"stop working in a future version: pass the problem, {caller}(..., make_twin_problem(...), ...). "
-            "To keep the same draws, give both the same numpy RandomState: rng = numpy.random.RandomState(seed), "
-            "then make_twin_problem(..., random_state=rng) and random_state=rng here.",
-            FutureWarning,
-            stacklevel=5,  # the caller's caller, through validate_params and arrays_described
-        )
-    else:
-        problem._check_data()
-    n_cycles = problem.n_cycles if problem is not None else given.get("n_cycles", _default_n_cycles())
-    if spin_up >= n_cycles:
-        raise InvalidParameterError(
-            f"spin_up={spin_up} leaves no cycle to score: it must be below n_cycles ({n_cycles})."
-        )
-    return problem if problem is not None else make_twin_problem(**given, random_state=random_state)
-
-
-def _default_n_cycles():
-    return inspect.signature(make_twin_problem).parameters["n_cycles"].default

@@ -8,6 +8,7 @@ from numbers import Integral
 import numpy as np
 from scipy.special import ndtr, ndtri
 
+from .._lorenz96 import NoiseLaw
 from .._validation import POSITIVE_REAL, Choices, NumberInterval
 from ._baselines import INFLATION, LOCALIZATION, RELAXATION, SerialEnKF
 from ._problem import ObservationModel
@@ -93,14 +94,13 @@ class RankHistogramFilter(SerialEnKF):
         Points of the uniform grid over the prior, >= 100; the cost of a
         scalar update grows linearly with it (and with ``N * n_grid`` for the
         kernel density).
-    likelihood : ObservationModel or None, default=None
-        The noise law of the likelihood. None: the observation model's the
-        step is bound to (the true law in a twin experiment). An
-        :class:`ObservationModel` (or a subclass of it): its
-        :meth:`~ObservationModel.log_density` and ``noise_scale`` instead, an
-        assumed law (a Student-t fitted to a sample of errors while the truth
-        draws from another, a Gaussian to see what the non-Gaussian prior
-        alone gives); its observed variables are not used.
+    likelihood : NoiseLaw, ObservationModel or None, default=None
+        The noise law of the likelihood. None: the law of the observation
+        model the step is bound to (the true law in a twin experiment). A
+        :class:`NoiseLaw` with a density (or an :class:`ObservationModel`,
+        whose law is taken): an assumed law instead (a Student-t fitted to a
+        record of errors while the truth draws from another, a Gaussian to
+        see what the non-Gaussian prior alone gives).
     batch_disjoint : bool, default=False
         With localisation, take the observations in groups whose updates
         commute, as :class:`SerialEnKF` does (the same filter, another order).
@@ -109,9 +109,9 @@ class RankHistogramFilter(SerialEnKF):
     ----------
     observation_model_ : ObservationModel
         The observation model the bound step uses (set by ``bind``).
-    likelihood_ : ObservationModel
-        The model whose ``log_density`` is the likelihood: ``likelihood``, or
-        ``observation_model_`` when it is None.
+    likelihood_ : NoiseLaw
+        The law whose ``log_density`` is the likelihood: that of
+        ``likelihood``, or of ``observation_model_`` when it is None.
     localization_ : ndarray of shape (n_variables, n_variables)
         The Gaspari-Cohn localisation weights.
 
@@ -150,7 +150,7 @@ class RankHistogramFilter(SerialEnKF):
         "prior": [Choices(("rank_histogram", "kernel"))],
         "bandwidth": [POSITIVE_REAL, None],
         "n_grid": [NumberInterval(Integral, 100, None, closed="left", why="the grid must resolve the posterior")],
-        "likelihood": [ObservationModel, None],
+        "likelihood": [NoiseLaw, ObservationModel, None],
         "batch_disjoint": ["boolean"],
     }
 
@@ -169,7 +169,14 @@ class RankHistogramFilter(SerialEnKF):
 
     def _prepare(self):
         super()._prepare()
-        self.likelihood_ = self.likelihood if self.likelihood is not None else self.observation_model_
+        source = self.likelihood if self.likelihood is not None else self.observation_model_
+        self.likelihood_ = getattr(source, "law", source)
+        if not hasattr(self.likelihood_, "log_density"):
+            raise ValueError(
+                f"{type(self).__name__} applies Bayes' rule, which needs the density of the noise law, and "
+                f"{self.likelihood_!r} has none (a law known only by draws, such as a record of errors). Pass a "
+                "density fitted to it as the likelihood: likelihood=law.kernel_density() or law.fit_student_t()."
+            )
         self._unit_grid = np.linspace(0.0, 1.0, self.n_grid)
         n_graded = self.n_grid // 2
         self._graded_grid = np.linspace(-1.0, 1.0, n_graded + (n_graded % 2 == 0))  # odd: a point at the observation
@@ -201,7 +208,7 @@ class RankHistogramFilter(SerialEnKF):
             width = self.bandwidth * sd if self.bandwidth is not None else _silverman_bandwidth(members, sd)
         else:
             width = sd
-        noise_scale = self.likelihood_.noise_scale
+        noise_scale = self.likelihood_.scale
 
         # the grid: uniform over the prior and its tails, graded (sinh-spaced) around the observation, and the members
         low, high = members[0] - _TAIL_WIDTHS * width, members[-1] + _TAIL_WIDTHS * width

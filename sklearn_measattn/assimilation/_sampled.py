@@ -1,12 +1,13 @@
-"""Observation noise known only by a sample of errors: resampled for simulation, fitted for Bayes' rule.
+"""Observation noise known only by a record of errors: resampled for simulation, fitted for Bayes' rule.
 
 A sensor's error law is often known only through a record of past errors
 (observation minus a reference value). Simulating with it is easy (resample
 the record); Bayes' rule needs a density, which the record does not give.
-:class:`SampledObservationModel` does the first and refuses the second, and
-fits two densities from the same record: a Student-t by maximum likelihood
-(:meth:`SampledObservationModel.fit_student_t`) and a kernel density
-(:class:`KernelDensityObservationModel`). :func:`contaminated_errors` and
+:class:`SampledNoise` does the first and has no density, and fits two
+densities from the same record: a Student-t by maximum likelihood
+(:meth:`SampledNoise.fit_student_t`) and a kernel density
+(:class:`KernelDensityNoise`). :class:`SampledObservationModel` and
+:class:`KernelDensityObservationModel` observe variables through them. :func:`contaminated_errors` and
 :func:`skewed_errors` draw records of two laws that the package's Gaussian and
 Student-t families do not contain.
 """
@@ -21,11 +22,15 @@ from scipy import stats
 from scipy.special import stdtrit
 from sklearn.utils import check_random_state
 
+from .._lorenz96._noise import NoiseLaw, StudentTNoise
 from .._param_validation import validate_params
 from .._validation import POSITIVE_INT, POSITIVE_REAL, NumberInterval
 from ._problem import N_VARIABLES, OBSERVED, ObservationModel, arrays_described, describe
 
-__all__ = ["KernelDensityObservationModel", "SampledObservationModel", "contaminated_errors", "skewed_errors"]
+__all__ = [
+    "KernelDensityNoise", "KernelDensityObservationModel", "SampledNoise", "SampledObservationModel", "contaminated_errors",
+    "skewed_errors",
+]
 
 MIN_ERRORS = 100  # fewer cannot say much about a law's tails, nor fit a density
 MAD_TO_SD = 1.4826  # 1 / Phi^{-1}(3/4): the median absolute deviation of a normal law times this is its sd
@@ -241,58 +246,49 @@ def _checked_errors(errors):
     return array, scale
 
 
-class SampledObservationModel(ObservationModel):
-    r"""Observation noise known only by a sample of errors: resampled to simulate, with no density.
+class SampledNoise(NoiseLaw):
+    r"""A noise law known only by a record of errors: resampled to simulate, with no density.
 
-    Direct observations ``o = x[observed] + e`` whose errors ``e`` are drawn
-    with replacement from the recorded ``errors`` (the bootstrap): the model
-    simulates observations (:meth:`sample`, a twin problem with
-    ``make_twin_problem(observation_model=...)``) of a law that no formula
-    describes, and filters that need no density run on them (a Kalman step,
-    with :attr:`variance`; a learned analysis). Bayes' rule needs the
-    density, which a sample does not give: :meth:`log_density` (and hence
-    :meth:`log_likelihood`) raises, and two densities fitted to the same
-    sample stand in for it: :meth:`fit_student_t`, a Student-t by maximum
-    likelihood, and :meth:`kernel_density`, a kernel density estimate.
+    Errors ``e`` drawn with replacement from the recorded ``errors`` (the
+    bootstrap): a law that no formula describes, to simulate observations
+    with and to train a learned analysis on (``make_twin_problem``, through
+    ``ObservationModel(..., noise=law)`` or :class:`SampledObservationModel`;
+    :func:`fit_learned_analysis`). Filters that need no density run on it (a
+    Kalman step, with :attr:`variance`; a learned analysis). Bayes' rule
+    needs the density, which a record does not give: the law has no
+    ``log_density`` (``hasattr(law, "log_density")`` is False), and two
+    densities fitted to the same record stand in for it:
+    :meth:`fit_student_t`, a Student-t by maximum likelihood, and
+    :meth:`kernel_density`, a kernel density estimate.
 
     Parameters
     ----------
     errors : array-like of shape (n_errors,)
         Recorded observation errors, at least 100, finite; stored as a
         read-only float64 array. They are resampled as they are (not centred).
-    n_variables : int
-        Dimension of the state (at least 4 for Lorenz-96).
-    observed : {"all", "every_other"} or array-like of int, default="all"
-        The observed variables.
 
     Attributes
     ----------
     errors : ndarray of shape (n_errors,)
-        The sample.
-    noise_scale : float
-        The robust scale of the sample, ``1.4826`` times the median absolute
+        The record.
+    scale : float
+        The robust scale of the record, ``1.4826`` times the median absolute
         deviation from the median (the standard deviation for a Gaussian
-        sample; 1.48 for a standard Cauchy one): the unit of
+        record; 1.48 for a standard Cauchy one): the unit of
         :meth:`standard_noise`, and the nominal scale of filters that need one.
-    noise : str
-        ``"sampled"``.
-    df : float
-        NaN: the law has no degrees of freedom (see :attr:`tail`).
     tail : float
-        ``1 / df`` of the Student-t fitted to the sample
-        (:meth:`fit_student_t`): near 0 for a Gaussian sample, about 1 for a
+        ``1 / df`` of the Student-t fitted to the record
+        (:meth:`fit_student_t`): near 0 for a Gaussian record, about 1 for a
         Cauchy one. The number that describes the law to a learned analysis.
     variance : float or None
         The sample variance (``ddof=1``), the observation-error variance of
         the Kalman steps; None when the fitted Student-t has ``df <= 2``
         (tails too heavy for a variance: the sample variance then grows with
-        the sample without bound, and the Kalman steps take
-        :attr:`nominal_variance`, ``noise_scale ** 2``, instead).
+        the record without bound, and the Kalman steps take
+        :attr:`nominal_variance`, ``scale ** 2``, instead).
     symmetric : bool
-        False: a sample does not say that its law is symmetric (a learned
+        False: a record does not say that its law is symmetric (a learned
         analysis then does not average its update with the reflected one).
-    observed, n_observed, nominal_variance
-        As for :class:`ObservationModel`.
 
     Raises
     ------
@@ -304,49 +300,41 @@ class SampledObservationModel(ObservationModel):
 
     See Also
     --------
-    KernelDensityObservationModel : the kernel density of the same sample, with a density.
-    contaminated_errors, skewed_errors : samples of laws outside the Student-t family.
+    KernelDensityNoise : the kernel density of the same record, with a density.
+    contaminated_errors, skewed_errors : records of laws outside the Student-t family.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_measattn.assimilation import SampledObservationModel, skewed_errors
+    >>> from sklearn_measattn.assimilation import SampledNoise, skewed_errors
     >>> errors = skewed_errors(5000, random_state=0)
-    >>> model = SampledObservationModel(errors, n_variables=8, observed="every_other")
-    >>> observation = model.sample(np.zeros(8), random_state=0)
-    >>> bool(np.isin(observation, errors).all())  # the noise of a zero state: errors of the sample
+    >>> law = SampledNoise(errors)
+    >>> bool(np.isin(law.sample(10, random_state=0), errors).all())  # errors of the record
     True
-    >>> student_t = model.fit_student_t()  # densities from the same sample, for Bayes' rule
-    >>> student_t.noise, bool(student_t.df > 1)
+    >>> hasattr(law, "log_density")
+    False
+    >>> law.fit_student_t().name, bool(law.fit_student_t().df > 1)  # densities from the same record
     ('student_t', True)
-    >>> bool(np.isfinite(model.kernel_density().log_density(observation)).all())
+    >>> bool(np.isfinite(law.kernel_density().log_density([0.0, 50.0])).all())
     True
     """
 
+    name = "sampled"
+
     @arrays_described
-    @validate_params(
-        {"errors": ["array-like"], "n_variables": [N_VARIABLES], "observed": OBSERVED},
-        prefer_skip_nested_validation=True,
-    )
-    def __init__(self, errors, *, n_variables, observed="all"):
+    @validate_params({"errors": ["array-like"]}, prefer_skip_nested_validation=True)
+    def __init__(self, errors):
         errors, scale = _checked_errors(errors)
-        super().__init__(n_variables=n_variables, observed=observed, noise="gaussian", noise_scale=scale)
-        self.noise = "sampled"
-        self.df = math.nan
         self.errors = errors
-        self._fits = {}  # shared by the restricted copies: the fits depend on the sample alone
+        self.scale = self._unit = scale
+        self._fits = {}  # shared by rescaled copies: the fits depend on the record alone
 
     @property
     def n_errors(self):
         return self.errors.size
 
-    def _law(self):
-        return f"sampled(n_errors={self.n_errors})"
-
     def __repr__(self):
-        observed = self.observed.tolist() if self.n_observed <= 6 else f"{self.n_observed} of {self.n_variables}"
-        return (f"{type(self).__name__}(n_variables={self.n_variables}, observed={observed}, noise={self._law()}, "
-                f"scale={self.noise_scale:.4g})")
+        return f"{type(self).__name__}(n_errors={self.n_errors}, scale={self.scale:.4g})"
 
     def _student_t_fit(self):
         if "student_t" not in self._fits:
@@ -369,10 +357,10 @@ class SampledObservationModel(ObservationModel):
     def variance(self):
         if self._student_t_fit()[0] <= 2:
             return None
-        return float(np.var(self.errors, ddof=1))
+        return float(np.var(self.errors, ddof=1)) * (self.scale / self._unit) ** 2
 
     def standard_noise(self, size, random_state=None):
-        """Errors resampled with replacement from the sample, divided by ``noise_scale``.
+        """Errors resampled with replacement from the record, divided by its robust scale.
 
         Parameters
         ----------
@@ -385,117 +373,88 @@ class SampledObservationModel(ObservationModel):
         -------
         ndarray
         """
-        return self._errors(size, random_state) / self.noise_scale
+        return self._errors(size, random_state) / self._unit
+
+    def sample(self, size, random_state=None):
+        """Errors resampled with replacement from the record: exactly recorded ones at the record's own scale.
+
+        Parameters
+        ----------
+        size : int or tuple of int
+            Shape of the draws.
+        random_state : int, RandomState instance or None, default=None
+            Source of the draws.
+
+        Returns
+        -------
+        ndarray
+        """
+        errors = self._errors(size, random_state)
+        return errors if self.scale == self._unit else errors * (self.scale / self._unit)
 
     def _errors(self, size, random_state):
         rng = check_random_state(random_state)
         return self.errors[rng.randint(0, self.n_errors, size)]
 
-    def sample(self, states, random_state=None):
-        """Noisy observations of ``states`` (..., n_variables) -> (..., n_observed): errors resampled from the sample.
-
-        ``states[..., observed]`` plus errors drawn with replacement from
-        ``errors``, exactly (the same draws as :meth:`standard_noise` times
-        ``noise_scale``, without its rounding).
-
-        Parameters
-        ----------
-        states : array-like of shape (..., n_variables)
-            True states.
-        random_state : int, RandomState instance or None, default=None
-            Source of the noise.
-
-        Returns
-        -------
-        ndarray of shape (..., n_observed)
-        """
-        observed = np.asarray(states, dtype=np.float64)[..., self.observed]
-        return observed + self._errors(observed.shape, random_state)
-
-    def log_density(self, residual):
-        """Refused: a law known only by a sample of errors has no density; fit one.
-
-        Raises
-        ------
-        NotImplementedError
-            Always, saying which densities fitted to the sample stand in:
-            :meth:`fit_student_t` and :meth:`kernel_density` (pass one as the
-            ``likelihood`` of :class:`RankHistogramFilter`).
-        """
-        raise NotImplementedError(
-            f"{type(self).__name__} knows its noise law only by a sample of {self.n_errors} errors, which has no "
-            "density: Bayes' rule needs one. Fit one to the same sample: model.fit_student_t() (a Student-t, maximum "
-            "likelihood) or model.kernel_density() (a kernel density estimate), and pass it where a likelihood is "
-            "needed, e.g. RankHistogramFilter(likelihood=model.kernel_density())."
-        )
-
     def fit_student_t(self):
-        r"""The Student-t law fitted to the sample by maximum likelihood, as an :class:`ObservationModel`.
+        r"""The Student-t law fitted to the record by maximum likelihood.
 
         Degrees of freedom and scale maximise the likelihood of the errors
         under ``scale * t_df`` centred at 0 (``scipy.stats.t.fit`` with the
-        location fixed at 0: an :class:`ObservationModel` has no location,
-        so a skewed law is fitted by a symmetric one about 0). A fit with
-        more than 1000 degrees of freedom (a Gaussian sample) is refitted with
-        1000, a normal law to within 0.02 in log-density within three scales of 0.
-        The fit is computed once per sample.
+        location fixed at 0: the law has no location, so a skewed record is
+        fitted by a symmetric law about 0). A fit with more than 1000 degrees
+        of freedom (a Gaussian record) is refitted with 1000, a normal law to
+        within 0.02 in log-density within three scales of 0. The fit is
+        computed once per record.
 
         Returns
         -------
-        ObservationModel
-            ``noise="student_t"`` with the fitted ``df`` and ``noise_scale``,
-            observing the same variables.
+        StudentTNoise
 
         Examples
         --------
         >>> import numpy as np
-        >>> from sklearn_measattn.assimilation import SampledObservationModel
-        >>> errors = 2.0 * np.random.default_rng(0).standard_t(3.0, 20_000)
-        >>> fitted = SampledObservationModel(errors, n_variables=4).fit_student_t()
-        >>> round(fitted.df, 1), round(fitted.noise_scale, 1)
+        >>> from sklearn_measattn.assimilation import SampledNoise
+        >>> fitted = SampledNoise(2.0 * np.random.default_rng(0).standard_t(3.0, 20_000)).fit_student_t()
+        >>> round(fitted.df, 1), round(fitted.scale, 1)
         (2.9, 2.0)
         """
         df, scale = self._student_t_fit()
-        return ObservationModel(
-            n_variables=self.n_variables, observed=self.observed, noise="student_t", df=df, noise_scale=scale
-        )
+        return StudentTNoise(df=df, scale=scale * self.scale / self._unit)
 
     def kernel_density(self, *, bandwidth=None):
-        """The kernel density estimate of the sample, as an observation model with a density.
+        """The kernel density estimate of the record: the same law, with a density.
 
         Parameters
         ----------
         bandwidth : float or None, default=None
             The kernel's standard deviation in the transformed coordinate
-            (see :class:`KernelDensityObservationModel`); None: Silverman's rule.
+            (see :class:`KernelDensityNoise`); None: Silverman's rule.
 
         Returns
         -------
-        KernelDensityObservationModel
-            Observing the same variables.
+        KernelDensityNoise
 
         Examples
         --------
         >>> import numpy as np
-        >>> from sklearn_measattn.assimilation import SampledObservationModel
-        >>> errors = np.random.default_rng(0).standard_normal(10_000)
-        >>> density = SampledObservationModel(errors, n_variables=4).kernel_density()
+        >>> from sklearn_measattn.assimilation import SampledNoise
+        >>> density = SampledNoise(np.random.default_rng(0).standard_normal(10_000)).kernel_density()
         >>> float(np.exp(density.log_density(0.0)).round(1))  # the normal density at 0 is 0.399
         0.4
         """
-        model = KernelDensityObservationModel(
-            self.errors, n_variables=self.n_variables, observed=self.observed, bandwidth=bandwidth
-        )
-        model._fits = self._fits  # the same sample: the same Student-t fit
-        return model
+        law = KernelDensityNoise(self.errors, bandwidth=bandwidth)
+        law._fits = self._fits  # the same record: the same Student-t fit
+        law.scale = self.scale  # a rescaled record's density is rescaled alike
+        return law
 
 
-class KernelDensityObservationModel(SampledObservationModel):
-    r"""Observation noise with the kernel density estimate of a sample of errors: a density for Bayes' rule.
+class KernelDensityNoise(SampledNoise):
+    r"""The kernel density estimate of a record of errors: a noise law with a density for Bayes' rule.
 
     The density of the errors ``e`` is a Gaussian kernel density estimate of
-    the sample in the coordinate ``y = asinh(e / s)``, ``s`` the sample's
-    robust scale (:attr:`noise_scale`), mapped back to ``e``, with a Cauchy
+    the record in the coordinate ``y = asinh(e / s)``, ``s`` the record's
+    robust scale (:attr:`scale`), mapped back to ``e``, with a Cauchy
     density of scale ``s`` and weight ``w = 1 / (n_errors + 1)`` mixed in:
 
     .. math::
@@ -507,7 +466,7 @@ class KernelDensityObservationModel(SampledObservationModel):
 
     Within a few scales of 0 the coordinate is nearly linear and this is the
     usual kernel density with bandwidth ``h s``; in the tails the kernels
-    widen in proportion to ``|e|``, which is what a heavy-tailed sample
+    widen in proportion to ``|e|``, which is what a heavy-tailed record
     needs: a fixed bandwidth would leave isolated spikes at the few large
     errors and near-zero density between them, and Bayes' rule would follow
     those spikes. The Cauchy part, of the mass a rank histogram leaves
@@ -515,40 +474,34 @@ class KernelDensityObservationModel(SampledObservationModel):
     largest recorded error, so that an observation further out than any seen
     is trusted little, and keeps the log-density finite everywhere.
 
-    ``h`` is Silverman's rule of thumb on the transformed sample,
+    ``h`` is Silverman's rule of thumb on the transformed record,
     ``0.9 min(sd, IQR / 1.34) n ** (-1/5)``, unless given. The kernel
-    density is computed once, by linear binning of the transformed sample on
+    density is computed once, by linear binning of the transformed record on
     a uniform grid (eight points per bandwidth, four bandwidths beyond the
     outermost values) and a discrete convolution; :meth:`log_density`
     interpolates its logarithm linearly, and beyond the grid continues it
-    with the outermost kernel: a fraction of a microsecond per residual, vectorised,
-    for samples of any size.
+    with the outermost kernel: a fraction of a microsecond per residual,
+    vectorised, for records of any size.
 
     Noise draws are exact draws of this law (a smoothed bootstrap): a
     resampled error, moved by a kernel's width in the transformed
     coordinate, or with probability ``w`` a Cauchy error; :attr:`tail` and
-    :attr:`variance` are the sample's (see :class:`SampledObservationModel`).
+    :attr:`variance` are the record's (see :class:`SampledNoise`).
 
     Parameters
     ----------
     errors : array-like of shape (n_errors,)
         Recorded observation errors, at least 100, finite.
-    n_variables : int
-        Dimension of the state (at least 4 for Lorenz-96).
-    observed : {"all", "every_other"} or array-like of int, default="all"
-        The observed variables.
     bandwidth : float or None, default=None
         ``h``, the kernels' standard deviation in the coordinate ``y``, > 0
-        (in units of ``noise_scale`` near 0); None: Silverman's rule.
+        (in units of ``scale`` near 0); None: Silverman's rule.
 
     Attributes
     ----------
     bandwidth_ : float
         The bandwidth ``h`` used.
-    noise : str
-        ``"kernel_density"``.
-    errors, noise_scale, df, tail, variance, symmetric, observed, n_observed, nominal_variance
-        As for :class:`SampledObservationModel`.
+    errors, scale, tail, variance, symmetric
+        As for :class:`SampledNoise`.
 
     References
     ----------
@@ -563,39 +516,33 @@ class KernelDensityObservationModel(SampledObservationModel):
     --------
     >>> import numpy as np
     >>> from scipy import stats
-    >>> from sklearn_measattn.assimilation import KernelDensityObservationModel, contaminated_errors
-    >>> errors = contaminated_errors(20_000, random_state=0)
-    >>> model = KernelDensityObservationModel(errors, n_variables=4)
+    >>> from sklearn_measattn.assimilation import KernelDensityNoise, contaminated_errors
+    >>> law = KernelDensityNoise(contaminated_errors(20_000, random_state=0))
     >>> residual = np.array([0.0, 1.0, 10.0, 30.0, 1e6])
     >>> true = np.log(0.95 * stats.norm.pdf(residual) + 0.05 * stats.cauchy.pdf(residual, scale=10.0))
-    >>> bool(np.abs(model.log_density(residual)[:4] - true[:4]).max() < 0.3)
+    >>> bool(np.abs(law.log_density(residual)[:4] - true[:4]).max() < 0.3)
     True
-    >>> bool(np.isfinite(model.log_density(residual)).all())  # beyond every recorded error too
+    >>> bool(np.isfinite(law.log_density(residual)).all())  # beyond every recorded error too
     True
     """
 
+    name = "kernel_density"
+
     @arrays_described
-    @validate_params(
-        {
-            "errors": ["array-like"],
-            "n_variables": [N_VARIABLES],
-            "observed": OBSERVED,
-            "bandwidth": [POSITIVE_REAL, None],
-        },
-        prefer_skip_nested_validation=True,
-    )
-    def __init__(self, errors, *, n_variables, observed="all", bandwidth=None):
-        super().__init__(errors, n_variables=n_variables, observed=observed)
-        self.noise = "kernel_density"
-        transformed = np.arcsinh(self.errors / self.noise_scale)
+    @validate_params({"errors": ["array-like"], "bandwidth": [POSITIVE_REAL, None]},
+                     prefer_skip_nested_validation=True)
+    def __init__(self, errors, *, bandwidth=None):
+        super().__init__(errors)
+        transformed = np.arcsinh(self.errors / self._unit)
         self.bandwidth_ = float(bandwidth) if bandwidth is not None else _silverman(transformed)
         self._transformed_range = (float(transformed.min()), float(transformed.max()))
         self._start, self._step, self._log_kde = _binned_log_kde(transformed, self.bandwidth_)
         self._log_defensive = -math.log(self.n_errors + 1.0)
         self._log_bulk = math.log1p(-1.0 / (self.n_errors + 1.0))
 
-    def _law(self):
-        return f"kernel_density(n_errors={self.n_errors}, bandwidth={self.bandwidth_:.3g})"
+    def __repr__(self):
+        return (f"{type(self).__name__}(n_errors={self.n_errors}, bandwidth={self.bandwidth_:.3g}, "
+                f"scale={self.scale:.4g})")
 
     def kernel_density(self, *, bandwidth=None):
         if bandwidth is None or bandwidth == self.bandwidth_:
@@ -605,10 +552,10 @@ class KernelDensityObservationModel(SampledObservationModel):
     def _errors(self, size, random_state):
         rng = check_random_state(random_state)
         resampled = self.errors[rng.randint(0, self.n_errors, size)]
-        transformed = np.arcsinh(resampled / self.noise_scale) + self.bandwidth_ * rng.standard_normal(size)
-        errors = self.noise_scale * np.sinh(transformed)
+        transformed = np.arcsinh(resampled / self._unit) + self.bandwidth_ * rng.standard_normal(size)
+        errors = self._unit * np.sinh(transformed)
         defensive = rng.random_sample(size) < math.exp(self._log_defensive)
-        errors[defensive] = self.noise_scale * rng.standard_cauchy(int(np.sum(defensive)))
+        errors[defensive] = self._unit * rng.standard_cauchy(int(np.sum(defensive)))
         return errors
 
     def log_density(self, residual):
@@ -627,14 +574,13 @@ class KernelDensityObservationModel(SampledObservationModel):
         Examples
         --------
         >>> import numpy as np
-        >>> from sklearn_measattn.assimilation import KernelDensityObservationModel
-        >>> errors = np.random.default_rng(0).standard_normal(100_000)
-        >>> model = KernelDensityObservationModel(errors, n_variables=4)
-        >>> model.log_density([[-1.0, 0.0, 1.0]]).round(2)  # the normal's: -1.42, -0.92, -1.42
+        >>> from sklearn_measattn.assimilation import KernelDensityNoise
+        >>> law = KernelDensityNoise(np.random.default_rng(0).standard_normal(100_000))
+        >>> law.log_density([[-1.0, 0.0, 1.0]]).round(2)  # the normal's: -1.42, -0.92, -1.42
         array([[-1.42, -0.93, -1.42]])
         """
-        residual = np.asarray(residual, dtype=np.float64)
-        scale = self.noise_scale
+        residual = np.asarray(residual, dtype=np.float64) * (self._unit / self.scale)  # at the record's own scale
+        scale = self._unit
         standard = residual / scale
         y = np.arcsinh(standard)
         kde = self._log_kde
@@ -649,7 +595,146 @@ class KernelDensityObservationModel(SampledObservationModel):
         with np.errstate(divide="ignore"):
             log_root = math.log(scale) + 0.5 * np.logaddexp(0.0, 2.0 * np.log(np.abs(standard)))
         log_cauchy = math.log(scale / math.pi) - 2.0 * log_root
-        return np.logaddexp(self._log_bulk + log_kde - log_root, self._log_defensive + log_cauchy)
+        density = np.logaddexp(self._log_bulk + log_kde - log_root, self._log_defensive + log_cauchy)
+        return density + math.log(self._unit / self.scale)
+
+
+class SampledObservationModel(ObservationModel):
+    """Direct observations whose errors are resampled from a record: ``ObservationModel(noise=SampledNoise(errors))``.
+
+    The observation operator of :class:`ObservationModel` with the law
+    :class:`SampledNoise` of ``errors``; everything about the noise is the
+    law's (:attr:`~ObservationModel.law`): it simulates, and has no density
+    (``hasattr(model, "log_density")`` is False). :meth:`fit_student_t` and
+    :meth:`kernel_density` give the same observation operator with a fitted
+    density, for Bayes' rule.
+
+    Parameters
+    ----------
+    errors : array-like of shape (n_errors,)
+        Recorded observation errors, at least 100, finite.
+    n_variables : int
+        Dimension of the state (at least 4 for Lorenz-96).
+    observed : {"all", "every_other"} or array-like of int, default="all"
+        The observed variables.
+
+    Attributes
+    ----------
+    errors : ndarray of shape (n_errors,)
+        The record (``law.errors``).
+    law : SampledNoise
+        The noise law.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.assimilation import SampledObservationModel, skewed_errors
+    >>> errors = skewed_errors(5000, random_state=0)
+    >>> model = SampledObservationModel(errors, n_variables=8, observed="every_other")
+    >>> observation = model.sample(np.zeros(8), random_state=0)
+    >>> bool(np.isin(observation, errors).all())  # the noise of a zero state: errors of the record
+    True
+    >>> model.fit_student_t().noise, hasattr(model, "log_density")
+    ('student_t', False)
+    """
+
+    _law_class = SampledNoise
+
+    @arrays_described
+    @validate_params(
+        {"errors": ["array-like"], "n_variables": [N_VARIABLES], "observed": OBSERVED},
+        prefer_skip_nested_validation=True,
+    )
+    def __init__(self, errors, *, n_variables, observed="all", **law_params):
+        super().__init__(n_variables=n_variables, observed=observed, noise=self._law_class(errors, **law_params))
+
+    @property
+    def errors(self):
+        return self.law.errors
+
+    @property
+    def n_errors(self):
+        return self.law.n_errors
+
+    def _with_law(self, law):
+        return ObservationModel(n_variables=self.n_variables, observed=self.observed, noise=law)
+
+    def fit_student_t(self):
+        """The same observations with the Student-t law fitted to the record (:meth:`SampledNoise.fit_student_t`).
+
+        Returns
+        -------
+        ObservationModel
+        """
+        return self._with_law(self.law.fit_student_t())
+
+    def kernel_density(self, *, bandwidth=None):
+        """The same observations with the kernel density of the record (:class:`KernelDensityNoise`).
+
+        Parameters
+        ----------
+        bandwidth : float or None, default=None
+            As in :class:`KernelDensityNoise`.
+
+        Returns
+        -------
+        KernelDensityObservationModel
+        """
+        law = self.law.kernel_density(bandwidth=bandwidth)
+        if law is self.law:
+            return self
+        model = KernelDensityObservationModel.__new__(KernelDensityObservationModel)
+        vars(model).update(vars(self), law=law)
+        return model
+
+
+class KernelDensityObservationModel(SampledObservationModel):
+    """Direct observations with the kernel density of a record as their law.
+
+    ``ObservationModel(noise=KernelDensityNoise(errors))``, with the record's
+    attributes at hand; it has a density (:meth:`~ObservationModel.log_density`).
+
+    Parameters
+    ----------
+    errors : array-like of shape (n_errors,)
+        Recorded observation errors, at least 100, finite.
+    n_variables : int
+        Dimension of the state (at least 4 for Lorenz-96).
+    observed : {"all", "every_other"} or array-like of int, default="all"
+        The observed variables.
+    bandwidth : float or None, default=None
+        As in :class:`KernelDensityNoise`.
+
+    Attributes
+    ----------
+    bandwidth_ : float
+        The bandwidth used (``law.bandwidth_``).
+    law : KernelDensityNoise
+        The noise law.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_measattn.assimilation import KernelDensityObservationModel
+    >>> model = KernelDensityObservationModel(np.random.default_rng(0).standard_normal(10_000), n_variables=4)
+    >>> float(np.exp(model.log_density(0.0)).round(1))
+    0.4
+    """
+
+    _law_class = KernelDensityNoise
+
+    @arrays_described
+    @validate_params(
+        {"errors": ["array-like"], "n_variables": [N_VARIABLES], "observed": OBSERVED,
+         "bandwidth": [POSITIVE_REAL, None]},
+        prefer_skip_nested_validation=True,
+    )
+    def __init__(self, errors, *, n_variables, observed="all", bandwidth=None):
+        super().__init__(errors, n_variables=n_variables, observed=observed, bandwidth=bandwidth)
+
+    @property
+    def bandwidth_(self):
+        return self.law.bandwidth_
 
 
 def _silverman(values):

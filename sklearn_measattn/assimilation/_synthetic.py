@@ -7,10 +7,10 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._lorenz96 import NoiseLaw, ObservationModel, as_noise_laws
 from .._param_validation import Interval, validate_params
 from .._validation import Choices
 from ._learned import _REFLECTED, ANALYSIS_FEATURE_SETS, _checked_noise_ratio_range, analysis_features
-from ._problem import ObservationModel
 
 __all__ = ["PRIOR_KINDS", "make_synthetic_analysis_data"]
 
@@ -33,19 +33,9 @@ def _draw_priors(kind, n_priors, n_members, rng):
     return z + gap * (rng.uniform(size=(n_priors, n_members)) < weight)
 
 
-def _checked_laws(noise):
-    laws = [noise] if isinstance(noise, ObservationModel) else list(noise)  # a list or tuple, by the constraints
-    if not laws or not all(isinstance(law, ObservationModel) for law in laws):
-        raise TypeError(
-            "noise must be an ObservationModel or a non-empty list of them (the noise laws to simulate "
-            f"observations with), got {type(noise).__name__}."
-        )
-    return laws
-
-
 @validate_params(
     {
-        "noise": [ObservationModel, list, tuple],
+        "noise": [NoiseLaw, ObservationModel, list, tuple],
         "n_priors": [Interval(Integral, 1, None, closed="left")],
         "draws": [Interval(Integral, 1, None, closed="left")],
         "ensemble_size": [Interval(Integral, 3, None, closed="left")],
@@ -76,8 +66,8 @@ def make_synthetic_analysis_data(
     """Likelihood-free training pairs for a :class:`LearnedAnalysis`: synthetic priors, simulated observations.
 
     No filter runs and no density is evaluated; a noise law is needed only
-    to draw from (an :class:`ObservationModel`, or a
-    :class:`SampledObservationModel` that resamples recorded errors). Each
+    to draw from (a :class:`NoiseLaw`, e.g. :class:`CauchyNoise`, or a
+    :class:`SampledNoise` that resamples recorded errors). Each
     synthetic prior has ``ensemble_size + 1`` exchangeable members, of a
     kind drawn by ``prior_weights`` from :data:`PRIOR_KINDS` (Gaussian;
     skewed: lognormal with shape 0.5 to 1; bimodal: two modes 3 to 5 sd
@@ -96,7 +86,7 @@ def make_synthetic_analysis_data(
 
     Parameters
     ----------
-    noise : ObservationModel or list of ObservationModel
+    noise : NoiseLaw, ObservationModel or list of them
         The noise laws: their ``standard_noise`` draws and their ``tail``
         feature (``noise_scale`` is not used: the ratio sets the scale). A
         law listed twice is drawn twice as often.
@@ -145,10 +135,10 @@ def make_synthetic_analysis_data(
     Examples
     --------
     >>> from sklearn_measattn import MeasureTransformerRegressor
-    >>> from sklearn_measattn.assimilation import (LearnedAnalysis, ObservationModel,
+    >>> from sklearn_measattn.assimilation import (CauchyNoise, GaussianNoise, LearnedAnalysis,
     ...                                            make_synthetic_analysis_data, make_twin_problem,
     ...                                            twin_experiment)
-    >>> laws = [ObservationModel(n_variables=8, noise="cauchy"), ObservationModel(n_variables=8)]
+    >>> laws = [CauchyNoise(), GaussianNoise()]
     >>> X, y = make_synthetic_analysis_data(laws, n_priors=200, draws=2, ensemble_size=10, random_state=0)
     >>> X.shape, y.shape
     ((800, 10, 5), (800, 1, 1))
@@ -160,7 +150,7 @@ def make_synthetic_analysis_data(
     >>> result.rmse_per_cycle.shape
     (40,)
     """
-    laws = _checked_laws(noise)
+    laws = as_noise_laws(noise, caller="make_synthetic_analysis_data")
     weights = {"gaussian": 0.5, "skewed": 0.3, "bimodal": 0.2} if prior_weights is None else dict(prior_weights)
     unknown = sorted(set(weights) - set(PRIOR_KINDS))
     if unknown or not weights or any(not (np.isfinite(w) and w >= 0) for w in weights.values()) \

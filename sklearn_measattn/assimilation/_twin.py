@@ -6,7 +6,6 @@ import functools
 import inspect
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,12 +17,10 @@ from ..metrics import crps_ensemble, energy_score
 from ._baselines import AnalysisStep, EnKF, NoUpdate, ParticleFilter, RobustEnKF, SerialEnKF
 from ._letkf import LETKF
 from ._problem import (
-    DEPRECATED,
-    DEPRECATED_SIMULATION_CONSTRAINTS,
     RUN_CONSTRAINTS,
     TwinProblem,
     arrays_described,
-    problem_for_run,
+    check_problem_for_run,
 )
 from ._rank_histogram import RankHistogramFilter
 
@@ -41,42 +38,8 @@ ANALYSIS_STEPS = {
 }
 
 
-class _Names(tuple):
-    """A tuple of names that still answers, for one deprecation cycle, as the dict of classes it once was."""
-
-    def _deprecated(self, what):
-        warnings.warn(
-            f"ANALYSIS_NAMES holds the names of the built-in analysis steps; {what} on it is deprecated and will "
-            "stop working in a future version: use ANALYSIS_STEPS, the dict of their classes by name.",
-            FutureWarning,
-            stacklevel=3,
-        )
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            self._deprecated("looking up a class by name")
-            return ANALYSIS_STEPS[key]
-        return super().__getitem__(key)
-
-    def keys(self):
-        self._deprecated("keys()")
-        return ANALYSIS_STEPS.keys()
-
-    def values(self):
-        self._deprecated("values()")
-        return ANALYSIS_STEPS.values()
-
-    def items(self):
-        self._deprecated("items()")
-        return ANALYSIS_STEPS.items()
-
-    def get(self, key, default=None):
-        self._deprecated("get()")
-        return ANALYSIS_STEPS.get(key, default)
-
-
 #: The names of the built-in analysis steps a twin experiment takes (their classes: :data:`ANALYSIS_STEPS`).
-ANALYSIS_NAMES = _Names(ANALYSIS_STEPS)
+ANALYSIS_NAMES = tuple(ANALYSIS_STEPS)
 
 #: The keyword arguments a plain callable analysis is given when its signature accepts them.
 CALLABLE_KEYWORDS = ("observation_model", "random_state")
@@ -326,8 +289,7 @@ def _describe(analysis):
 @validate_params(
     {
         "analysis": [Choices(tuple(ANALYSIS_NAMES)), callable, AnalysisStep],
-        "problem": [TwinProblem, None],
-        **DEPRECATED_SIMULATION_CONSTRAINTS,
+        "problem": [TwinProblem],
         **RUN_CONSTRAINTS,
         "random_state": ["random_state"],
         "callback": [callable, None],
@@ -336,20 +298,13 @@ def _describe(analysis):
 )
 def twin_experiment(
     analysis,
-    problem=None,
+    problem,
     *,
     ensemble_size=40,
     spin_up=100,
     initial_spread=1.0,
     random_state=None,
     callback=None,
-    n_variables=DEPRECATED,
-    observed=DEPRECATED,
-    noise=DEPRECATED,
-    df=DEPRECATED,
-    noise_scale=DEPRECATED,
-    dt_obs=DEPRECATED,
-    n_cycles=DEPRECATED,
 ):
     """Run a cycled Lorenz-96 twin experiment with an ensemble filter and score it against the truth.
 
@@ -397,8 +352,6 @@ def twin_experiment(
         The truth and observations (:func:`make_twin_problem`, or a
         :class:`TwinProblem` of your own, NaN where an observation is
         missing); the same problem runs several filters on the same data.
-        Leaving it out and passing the simulation parameters instead is
-        deprecated (below).
     ensemble_size : int, default=40
         Members.
     spin_up : int, default=100
@@ -406,18 +359,10 @@ def twin_experiment(
     initial_spread : float, default=1.0
         Standard deviation of the initial ensemble around the initial truth.
     random_state : int, RandomState instance or None, default=None
-        Seeds the initial ensemble and the analysis step's own randomness
-        (and the problem, in the deprecated form that simulates it here).
+        Seeds the initial ensemble and the analysis step's own randomness.
     callback : callable, default=None
         Called as ``callback(cycle, forecast, analysis, truth)`` after every
         cycle (to record ensembles or training pairs).
-    n_variables, observed, noise, df, noise_scale, dt_obs, n_cycles : deprecated
-        The parameters of :func:`make_twin_problem`, to simulate the problem
-        here when none is given (its defaults for those not given, the
-        problem drawn from the run's generator). Deprecated: a
-        ``FutureWarning`` says so; pass ``make_twin_problem(...)`` instead.
-        Refused beside a problem, which fixes them.
-
     Returns
     -------
     TwinResult
@@ -430,8 +375,7 @@ def twin_experiment(
     ValueError, TypeError
         Before any work, on a parameter outside its domain (also the analysis
         step's own parameters, the message naming the step's class; an array
-        where none belongs is described by its type and shape), or when
-        ``problem`` is given with simulation parameters.
+        where none belongs is described by its type and shape).
     ValueError
         Before any work, when the arrays of ``problem`` were changed in place
         into an invalid problem (an infinite observation, a non-finite
@@ -449,9 +393,7 @@ def twin_experiment(
     (300,)
     """
     rng = check_random_state(random_state)
-    simulation = {"n_variables": n_variables, "observed": observed, "noise": noise, "df": df,
-                  "noise_scale": noise_scale, "dt_obs": dt_obs, "n_cycles": n_cycles}
-    problem = problem_for_run(problem, simulation, caller="twin_experiment", spin_up=spin_up, random_state=rng)
+    check_problem_for_run(problem, spin_up=spin_up)
     step = resolve_analysis(analysis, problem.observation_model, random_state=rng)
     return _run(step, problem, ensemble_size=ensemble_size, spin_up=spin_up, initial_spread=initial_spread,
                 rng=rng, callback=callback, name=_describe(analysis))

@@ -124,18 +124,18 @@ def run(args, parser):
     import torch
 
     from .. import save_model
-    from ..assimilation import SampledObservationModel, fit_learned_analysis
+    from ..assimilation import SampledNoise, fit_learned_analysis
     from ._epoch_progress import EpochProgress
 
     try:
         errors = read_errors(args.errors, args.column)
-        law = SampledObservationModel(errors, n_variables=4)
+        law = SampledNoise(errors)
     except (ValueError, TypeError, OSError) as exc:
         parser.error(str(exc))
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     say(args, f"train-analysis: {len(law.errors)} errors from {os.path.basename(args.errors)}: robust scale "
-              f"{law.noise_scale:.4g}, tail {law.tail:.3f}, {'symmetric' if law.symmetric else 'not symmetric'}")
+              f"{law.scale:.4g}, tail {law.tail:.3f}, {'symmetric' if law.symmetric else 'not symmetric'}")
     start = time.perf_counter()
     try:
         step = fit_learned_analysis(law, n_priors=args.n_priors, max_epochs=args.max_epochs,

@@ -1,6 +1,5 @@
 """Cycled twin experiments: the observation noise, the forecast, the filters, divergence, the learned analysis."""
 
-import warnings
 
 import numpy as np
 import pytest
@@ -14,6 +13,7 @@ from sklearn_measattn.assimilation import (
     ANALYSIS_FEATURES,
     EnKF,
     LearnedAnalysis,
+    NoiseLaw,
     ObservationModel,
     ParticleFilter,
     RobustEnKF,
@@ -34,7 +34,7 @@ RUN = {"spin_up": 20, "ensemble_size": 12}
 
 
 def seeded(seed, **simulation):
-    """A problem and the generator that simulated it, to run on: the draws of the deprecated keyword form."""
+    """A problem and the generator that simulated it, to run on: one generator for both, as recorded runs used."""
     rng = np.random.RandomState(seed)
     return make_twin_problem(**simulation, random_state=rng), rng
 
@@ -78,18 +78,21 @@ def test_log_density_is_the_noise_log_density_of_one_error(noise):
     np.testing.assert_allclose(one.log_likelihood([0.0], states), model.log_density(residual.ravel()), rtol=1e-12)
 
 
-class _LaplaceNoise(ObservationModel):
-    """Laplace noise of scale ``noise_scale``: a law of a subclass's own, through the two methods."""
+class _LaplaceNoise(NoiseLaw):
+    """Laplace noise of scale ``scale``: a law of one's own, through its draws, tail and density."""
+
+    tail = 0.0
 
     def standard_noise(self, size, random_state=None):
         return check_random_state(random_state).laplace(size=size)
 
     def log_density(self, residual):
-        return stats.laplace.logpdf(np.asarray(residual) / self.noise_scale) - np.log(self.noise_scale)
+        return stats.laplace.logpdf(np.asarray(residual) / self.scale) - np.log(self.scale)
 
 
-def test_a_subclass_law_reaches_sampling_and_the_likelihood():
-    model = _LaplaceNoise(n_variables=6, observed=[1, 4], noise_scale=0.5)
+def test_a_law_of_ones_own_reaches_sampling_and_the_likelihood():
+    model = ObservationModel(n_variables=6, observed=[1, 4], noise=_LaplaceNoise(scale=0.5))
+    assert model.noise_scale == 0.5 and model.tail == 0.0 and model.variance is None
     errors = (model.sample(np.ones((4000, 6)), random_state=0) - 1.0) / 0.5
     assert stats.kstest(errors.ravel(), stats.laplace.cdf).pvalue > 1e-3
     assert stats.kstest(errors.ravel(), stats.norm.cdf).pvalue < 1e-6
@@ -286,25 +289,17 @@ def _no_work(*args, **kwargs):
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [
-        ({"noise": "laplace"}, "noise"),
-        ({"n_variables": 3}, "n_variables"),
-        ({"n_cycles": 10, "spin_up": 10}, "spin_up"),
-        ({"observed": [0, 0]}, "distinct"),
-    ],
+    [({"noise": "laplace"}, "noise"), ({"n_variables": 3}, "n_variables"), ({"observed": [0, 0]}, "distinct")],
 )
-def test_bad_simulation_parameters_are_refused_in_the_deprecated_form(kwargs, match):
-    with pytest.raises((InvalidParameterError, ValueError, TypeError), match=match):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            twin_experiment(**{"analysis": "enkf", "n_variables": 8, "n_cycles": 20, "spin_up": 5, **kwargs})
+def test_bad_simulation_parameters_are_refused(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        make_twin_problem(**{"n_variables": 8, "n_cycles": 20, **kwargs})
 
 
-@pytest.mark.slow
-def test_a_problem_and_its_settings_are_not_both_given():
-    problem = make_twin_problem(n_variables=8, n_cycles=20, random_state=0)
-    with pytest.raises(InvalidParameterError, match="noise"):
-        twin_experiment("enkf", problem, noise="cauchy", spin_up=5)
+def test_a_spin_up_that_leaves_no_cycle_is_refused_before_any_cycle():
+    problem = make_twin_problem(n_variables=8, n_cycles=10, random_state=0)
+    with pytest.raises(ValueError, match=r"spin_up=10 leaves no cycle to score: it must be below n_cycles \(10\)"):
+        twin_experiment(lambda forecast, observation: _no_work(), problem, spin_up=10)
 
 
 @pytest.mark.slow

@@ -28,8 +28,6 @@ from sklearn_measattn.assimilation import (
     twin_experiment,
 )
 
-TINY = {"n_variables": 6, "n_cycles": 12, "spin_up": 2, "ensemble_size": 6}
-
 
 @pytest.fixture(scope="module")
 def problem():
@@ -199,7 +197,8 @@ def test_a_bad_teacher_parameter_names_the_teacher():
 
 def test_the_experiments_own_parameters_still_name_the_experiment():
     with pytest.raises(InvalidParameterError, match="The 'ensemble_size' parameter of twin_experiment must be"):
-        twin_experiment(SerialEnKF(), ensemble_size=1, **{k: v for k, v in TINY.items() if k != "ensemble_size"})
+        twin_experiment(SerialEnKF(), make_twin_problem(n_variables=6, n_cycles=12, random_state=0), ensemble_size=1,
+                        spin_up=2)
 
 
 # --------------------------------------------------------------------------- #

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from sklearn_measattn.assimilation import (
-    KernelDensityObservationModel,
+    KernelDensityNoise,
     ObservationModel,
     RankHistogramFilter,
     SampledObservationModel,
@@ -65,7 +65,7 @@ def test_the_width_of_a_heavy_tailed_law_keeps_its_common_observations_with_the_
 def test_a_law_known_by_a_record_turns_to_its_kernel_density():
     model = SampledObservationModel(contaminated_errors(2000, random_state=0), n_variables=4)
     step = pretrained_analysis().bind(model)
-    assert isinstance(step._bayes.likelihood_, KernelDensityObservationModel)
+    assert isinstance(step._bayes.likelihood_, KernelDensityNoise)
     prior = np.random.default_rng(2).standard_normal((1, 40))
     far = step.scalar_updates(prior.copy(), np.array([50.0]))  # a gross error: the prior is kept
     assert abs(far.mean() - prior.mean()) < 0.1

@@ -255,9 +255,10 @@ def test_a_problem_changed_in_place_is_refused_before_any_cycle(problem):
         (lambda a: twin_experiment("enkf", a), r"'problem' parameter of twin_experiment must be .*TwinProblem"),
         (lambda a: make_analysis_training_data(problem=a), "'problem' parameter of make_analysis_training_data"),
         (lambda a: run_dapper("EnKF", a), "'problem' parameter of run_dapper"),
-        (lambda a: twin_experiment(a, n_variables=6), "'analysis' parameter"),
-        (lambda a: twin_experiment(EnKF(inflation=a), n_variables=6), "'inflation' parameter"),
-        (lambda a: twin_experiment("enkf", n_variables=6, noise_scale=a), "'noise_scale' parameter"),
+        (lambda a: twin_experiment(a, make_twin_problem(n_variables=6, n_cycles=5)), "'analysis' parameter"),
+        (lambda a: twin_experiment(EnKF(inflation=a), make_twin_problem(n_variables=6, n_cycles=5)),
+         "'inflation' parameter"),
+        (lambda a: make_twin_problem(n_variables=6, noise_scale=a), "'noise_scale' parameter"),
         (lambda a: run_dapper("EnKF", make_twin_problem(n_variables=6, n_cycles=5), spin_up=1, infl=a), "'infl'"),
     ],
 )

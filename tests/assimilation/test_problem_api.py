@@ -1,4 +1,4 @@
-"""The problem-first API of the cycled runs, their deprecations, the recording of scalar priors, the name table,
+"""The problem-first API of the cycled runs, the recording of scalar priors, the name table,
 forecast statistics beside the analysis ones, and the Lorenz-96 home shared with the benchmark loader."""
 
 import warnings
@@ -34,8 +34,8 @@ def _problem_and_generator(seed, **simulation):
 # --------------------------------------------------------------------------- #
 # Seeded results do not move
 # --------------------------------------------------------------------------- #
-# Recorded before the problem-first API and the shared Lorenz-96 home, with the keyword form
-# twin_experiment(name, n_variables=8, noise="cauchy", n_cycles=60, spin_up=10, ensemble_size=10, random_state=3).
+# Recorded before the problem-first API and the shared Lorenz-96 home: the problem and the run drawn from one
+# generator, RandomState(3), the problem first.
 RECORDED_RMSE_AND_SPREAD = {
     "robust_enkf": (0.41551454727242665, 0.32167034093020797),
     "rank_histogram": (0.4003676343371144, 0.2775239716801772),
@@ -45,13 +45,9 @@ RECORDED_RMSE_AND_SPREAD = {
 
 @pytest.mark.parametrize("name", sorted(RECORDED_RMSE_AND_SPREAD))
 def test_a_seeded_twin_experiment_scores_as_before(name):
-    with pytest.warns(FutureWarning, match="without a problem"):
-        deprecated = twin_experiment(name, **SIMULATION, **RUN, random_state=3)
     problem, rng = _problem_and_generator(3, **SIMULATION)
     passed = twin_experiment(name, problem, **RUN, random_state=rng)
-    expected = RECORDED_RMSE_AND_SPREAD[name]
-    assert (deprecated.rmse, deprecated.spread) == pytest.approx(expected, rel=1e-9)
-    np.testing.assert_array_equal(passed.rmse_per_cycle, deprecated.rmse_per_cycle)
+    assert (passed.rmse, passed.spread) == pytest.approx(RECORDED_RMSE_AND_SPREAD[name], rel=1e-9)
 
 
 def test_the_benchmark_data_are_those_recorded_before():
@@ -94,37 +90,19 @@ def test_the_benchmark_refuses_bad_observed_indices_as_the_observation_model_doe
 
 
 # --------------------------------------------------------------------------- #
-# A problem, or (deprecated) its parameters: never both
+# A problem, never its parameters
 # --------------------------------------------------------------------------- #
 @pytest.mark.parametrize("given", [{"noise": "cauchy"}, {"n_variables": 40}, {"n_cycles": 1000, "df": 1.5}])
-def test_a_problem_and_simulation_parameters_are_refused_together(given):
+def test_the_runs_take_a_problem_not_its_simulation_parameters(given):
     problem = make_twin_problem(n_variables=8, n_cycles=20, random_state=0)
-    for run in (twin_experiment, make_analysis_training_data):
-        first = "enkf" if run is twin_experiment else problem
-        arguments = (first, problem) if run is twin_experiment else (first,)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", FutureWarning)  # refused, not deprecated
-            with pytest.raises(ValueError, match=rf"{run.__name__} got a problem and simulation parameters"):
-                run(*arguments, spin_up=5, **given)
-
-
-def test_the_deprecated_training_pairs_are_those_of_the_problem_form():
-    with pytest.warns(FutureWarning, match="make_analysis_training_data without a problem"):
-        X_old, y_old = make_analysis_training_data(**SIMULATION, **RUN, random_state=5)
-    problem, rng = _problem_and_generator(5, **SIMULATION)
-    X_new, y_new = make_analysis_training_data(problem, **RUN, random_state=rng)
-    np.testing.assert_array_equal(X_new, X_old)
-    np.testing.assert_array_equal(y_new, y_old)
-
-
-def test_the_teacher_first_is_deprecated_and_gives_the_same_pairs():
-    problem = make_twin_problem(n_variables=8, observed="every_other", n_cycles=30, random_state=1)
-    teacher = SerialEnKF(inflation=1.05, clip=2.0, localization_radius=2.0, batch_disjoint=True)
-    with pytest.warns(FutureWarning, match=r"the problem comes first"):
-        X_old, y_old = make_analysis_training_data(teacher, problem, **RUN, random_state=2)
-    X_new, y_new = make_analysis_training_data(problem, teacher=teacher, **RUN, random_state=2)
-    np.testing.assert_array_equal(X_new, X_old)
-    np.testing.assert_array_equal(y_new, y_old)
+    for run, arguments in ((twin_experiment, ("enkf", problem)), (make_analysis_training_data, (problem,))):
+        with pytest.raises(TypeError, match="unexpected keyword argument"):
+            run(*arguments, spin_up=5, **given)
+    with pytest.raises(TypeError, match="missing a required argument: 'problem'"):
+        twin_experiment("enkf", spin_up=5)
+    teacher = SerialEnKF()
+    with pytest.raises(ValueError, match="problem"):  # the teacher first is refused, not swapped
+        make_analysis_training_data(teacher, problem, spin_up=5)
 
 
 def test_the_problem_form_gives_no_warning():
@@ -159,21 +137,11 @@ def test_recording_follows_the_grouped_order_and_the_bound_step():
     assert sorted(variable for _, _, variable in records) == list(range(12))
 
 
-def test_setting_recorder_is_deprecated_but_still_records():
-    problem = make_twin_problem(n_variables=8, n_cycles=3, random_state=0)
-    bound = SerialEnKF().bind(problem.observation_model)
-    forecast = problem.truth[0] + np.random.default_rng(0).standard_normal((5, 8))
-    bound.recorder_ = priors = []
-    with pytest.warns(FutureWarning, match=r"recording\(\)"):
-        bound(forecast, problem.observations[0])
-    assert len(priors) == 8
-
-
 # --------------------------------------------------------------------------- #
 # The serial loop declares what it reads
 # --------------------------------------------------------------------------- #
-class _OldSubclass(SerialEnKF):
-    """A subclass written before batch_disjoint, that does not call SerialEnKF.__init__."""
+class _NoBatchDisjoint(SerialEnKF):
+    """A subclass that does not call SerialEnKF.__init__ and leaves out batch_disjoint."""
 
     def __init__(self, *, inflation=1.02, localization_radius=None, relaxation=0.0, variance_factor=1.0, clip=None):
         self.inflation = inflation
@@ -194,9 +162,9 @@ def test_the_loop_parameters_are_declared_not_defaulted_on_the_class():
     assert "batch_disjoint" not in vars(SerialEnKF)
     model = ObservationModel(n_variables=6)
     forecast = np.random.default_rng(0).normal(8.0, 1.0, (6, 6))
-    with pytest.warns(FutureWarning, match="does not set batch_disjoint"):
-        old = _OldSubclass().bind(model)
-    np.testing.assert_array_equal(old(forecast, np.zeros(6)), SerialEnKF().bind(model)(forecast, np.zeros(6)))
+    with pytest.raises(TypeError, match=r"does not set \['batch_disjoint'\]"):
+        _NoBatchDisjoint().bind(model)
+    assert SerialEnKF().bind(model)(forecast, np.zeros(6)).shape == forecast.shape
     with pytest.raises(TypeError, match=r"does not set \['relaxation'\]"):
         _NoRelaxation().bind(model)
 
@@ -220,11 +188,7 @@ def test_analysis_names_are_names_and_the_steps_are_classes():
     assert all(isinstance(name, str) for name in ANALYSIS_NAMES)
     assert tuple(ANALYSIS_NAMES) == tuple(ANALYSIS_STEPS)
     assert ANALYSIS_STEPS["enkf"] is EnKF and "rank_histogram" in ANALYSIS_NAMES
-    assert ANALYSIS_NAMES[1] == "enkf"
-    with pytest.warns(FutureWarning, match="ANALYSIS_STEPS"):
-        assert ANALYSIS_NAMES["enkf"] is EnKF
-    with pytest.warns(FutureWarning, match="ANALYSIS_STEPS"):
-        assert dict(ANALYSIS_NAMES.items()) == ANALYSIS_STEPS
+    assert ANALYSIS_NAMES[1] == "enkf" and type(ANALYSIS_NAMES) is tuple
 
 
 # --------------------------------------------------------------------------- #

@@ -319,7 +319,7 @@ def test_the_true_likelihood_passed_explicitly_is_the_default():
     prior = gaussian_quantile_members(0.5, 1.2, 40)
     default = RankHistogramFilter().bind(model)
     explicit = RankHistogramFilter(likelihood=model).bind(model)
-    assert default.likelihood_ is model and explicit.likelihood_ is model
+    assert default.likelihood_ is model.law and explicit.likelihood_ is model.law
     for observation in (0.3, 4.0, -25.0):
         np.testing.assert_array_equal(explicit.scalar_update(prior.copy(), observation),
                                       default.scalar_update(prior.copy(), observation))

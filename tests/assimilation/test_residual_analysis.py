@@ -38,11 +38,12 @@ def test_kalman_features_are_the_quantities_of_a_kalman_update():
         analysis_features(prior, 9.0, noise_scale=1.0, noise_tail=0.5, features="bayes")
 
 
-def test_rank_keyword_still_works_with_a_future_warning():
+def test_rank_is_a_feature_set_not_a_keyword():
     prior = np.array([3.0, 1.0, 2.0])
-    with pytest.warns(FutureWarning, match="features='ranked'"):
-        old, _, _ = analysis_features(prior, 4.0, noise_scale=1.0, noise_tail=1.0, rank=True)
-    assert_allclose(old, analysis_features(prior, 4.0, noise_scale=1.0, noise_tail=1.0, features="ranked")[0])
+    ranked = analysis_features(prior, 4.0, noise_scale=1.0, noise_tail=1.0, features="ranked")[0]
+    assert_allclose(ranked[:, 1], [0.25, -0.25, 0.0])  # k / (N + 1) - 1/2 of the ranks 3, 1, 2
+    with pytest.raises(TypeError, match="rank"):
+        analysis_features(prior, 4.0, noise_scale=1.0, noise_tail=1.0, rank=True)
 
 
 def test_synthetic_pairs_in_kalman_features_and_their_reflection():
@@ -101,16 +102,13 @@ def test_a_residual_network_starts_as_the_identity_and_learns_a_displacement():
         MeasureTransformer(3, 4, residual=True)
 
 
-def test_a_module_pickled_before_the_residual_option_loads_as_not_residual():
-    module = MeasureTransformer(2, 1, d_model=8, n_heads=2, n_layers=1, random_state=0)
-    state = module.__dict__.copy()
-    del state["residual"]
-    old = MeasureTransformer.__new__(MeasureTransformer)
-    old.__setstate__(state)
+def test_a_pickled_module_keeps_its_residual_option():
+    module = MeasureTransformer(2, 1, d_model=8, n_heads=2, n_layers=1, residual=True, random_state=0)
+    loaded = pickle.loads(pickle.dumps(module))
     X = torch.randn(2, 5, 2)
-    assert not old.residual
-    assert_allclose(old(X).detach().numpy(), module(X).detach().numpy())
-    assert pickle.loads(pickle.dumps(module)).residual is False
+    assert loaded.residual
+    assert_allclose(loaded(X).detach().numpy(), module(X).detach().numpy())
+    assert pickle.loads(pickle.dumps(MeasureTransformer(2, 1, d_model=8, n_heads=2, n_layers=1))).residual is False
 
 
 def _exact_posterior_mean_and_sd(innovation, noise_scale=1.0):

@@ -14,6 +14,7 @@ from sklearn_measattn.assimilation import (
     ObservationModel,
     RankHistogramFilter,
     RobustEnKF,
+    SampledNoise,
     SampledObservationModel,
     SerialEnKF,
     contaminated_errors,
@@ -117,13 +118,16 @@ def test_sampled_model_scale_is_the_robust_scale():
     assert gaussian.nominal_variance == pytest.approx(gaussian.noise_scale**2)
 
 
-def test_sampled_model_has_no_density():
-    model = SampledObservationModel(contaminated_errors(300, random_state=6), n_variables=4)
-    with pytest.raises(NotImplementedError, match=r"fit_student_t\(\).*kernel_density\(\)"):
-        model.log_density(0.0)
-    with pytest.raises(NotImplementedError, match="sample of 300 errors"):
+def test_a_record_has_no_density_and_neither_has_its_model():
+    errors = contaminated_errors(300, random_state=6)
+    law, model = SampledNoise(errors), SampledObservationModel(errors, n_variables=4)
+    assert not hasattr(law, "log_density") and not hasattr(model, "log_density")
+    with pytest.raises(AttributeError, match=r"has no density.*fit_student_t\(\).*kernel_density\(\)"):
         model.log_likelihood(np.zeros(4), np.zeros((3, 4)))
-    assert "sampled(n_errors=300)" in repr(model)
+    assert "SampledNoise(n_errors=300" in repr(model) and "n_errors=300" in repr(law)
+    assert hasattr(law.kernel_density(), "log_density") and hasattr(model.kernel_density(), "log_density")
+    with pytest.raises(ValueError, match="has none.*likelihood=law.kernel_density"):
+        RankHistogramFilter().bind(model)
 
 
 @pytest.mark.slow
@@ -284,7 +288,7 @@ def test_twin_problem_with_sampled_noise_and_the_rank_histogram_filter():
     errors = contaminated_errors(10_000, gross_fraction=0.05, random_state=15)
     model = SampledObservationModel(errors, n_variables=10)
     problem = make_twin_problem(observation_model=model, n_cycles=120, random_state=0)
-    with pytest.raises(NotImplementedError, match="kernel_density"):
+    with pytest.raises(ValueError, match="kernel_density"):
         twin_experiment(RankHistogramFilter(), problem, ensemble_size=10, spin_up=20, random_state=0)
     settings = {"ensemble_size": 10, "spin_up": 20, "random_state": 0}
     kde = twin_experiment(RankHistogramFilter(inflation=1.05, localization_radius=2.0,
