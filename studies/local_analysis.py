@@ -27,7 +27,7 @@ from sklearn.utils import check_random_state
 
 from sklearn_measattn.assimilation import (
     LETKF,
-    ObservationModel,
+    NoiseLaw,
     RankHistogramFilter,
     RobustEnKF,
     SerialEnKF,
@@ -38,26 +38,21 @@ from sklearn_measattn.assimilation import (
 )
 
 
-class LaplaceObservationModel(ObservationModel):
-    """Laplace observation errors of variance ``noise_scale ** 2`` (DAPPER's ``todter2015`` setting)."""
+class LaplaceNoise(NoiseLaw):
+    """Laplace observation errors of variance ``scale ** 2`` (DAPPER's ``todter2015`` setting)."""
 
-    def __init__(self, *, n_variables, observed="all", noise_scale=1.0):
-        super().__init__(n_variables=n_variables, observed=observed, noise_scale=noise_scale)
-        self.noise = "laplace"
-
-    @property
-    def tail(self):
-        return 0.0
+    tail = 0.0
+    name = "laplace"
 
     @property
     def variance(self):
-        return self.noise_scale**2
+        return self.scale**2
 
     def standard_noise(self, size, random_state=None):
         return check_random_state(random_state).laplace(scale=1.0 / np.sqrt(2.0), size=size)
 
     def log_density(self, residual):
-        b = self.noise_scale / np.sqrt(2.0)
+        b = self.scale / np.sqrt(2.0)
         return -np.abs(np.asarray(residual, dtype=np.float64)) / b - np.log(2.0 * b)
 
 
@@ -120,9 +115,8 @@ def problems(setting, seeds, n_cycles):
     spec = SETTINGS[setting]
     law = dict(spec["law"])
     if "laplace" in law:
-        model = LaplaceObservationModel(n_variables=spec["system"]["n_variables"],
-                                        observed=spec["system"]["observed"], noise_scale=law["laplace"])
-        return [make_twin_problem(observation_model=model, dt_obs=spec["system"]["dt_obs"], n_cycles=n_cycles,
+        system = dict(spec["system"])
+        return [make_twin_problem(**system, noise=LaplaceNoise(scale=law["laplace"]), n_cycles=n_cycles,
                                   random_state=seed) for seed in seeds]
     return [make_twin_problem(**spec["system"], **law, n_cycles=n_cycles, random_state=seed) for seed in seeds]
 

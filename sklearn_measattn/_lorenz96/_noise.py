@@ -48,12 +48,12 @@ class NoiseLaw:
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from sklearn.utils import check_random_state
     >>> from sklearn_measattn.assimilation import NoiseLaw
     >>> class Laplace(NoiseLaw):
     ...     tail = 0.0
     ...     def standard_noise(self, size, random_state=None):
-    ...         return np.random.RandomState(random_state).laplace(size=size)
+    ...         return check_random_state(random_state).laplace(size=size)
     >>> Laplace(scale=2.0).sample(3, random_state=0).shape
     (3,)
     >>> hasattr(Laplace(), "log_density")
