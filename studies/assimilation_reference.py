@@ -51,11 +51,11 @@ from sklearn_measattn.assimilation import (
     RobustEnKF,
     SerialEnKF,
     make_twin_problem,
+    pretrained_analysis,
     twin_experiment,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from attention_speed import cpu_description  # noqa: E402
 
 SETTINGS = {
@@ -105,8 +105,9 @@ def main(argv=None):
     parser.add_argument("--spin-up", type=int, default=200)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--learned", nargs="*", default=[], help="model files of learned scalar updates")
-    parser.add_argument("--quantile-learned", nargs="*", default=[],
-                        help="model files of studies/learned_bayes.py's learned updates (QuantileAnalysis)")
+    parser.add_argument("--pretrained", nargs="*", default=[],
+                        help="shipped models by name, read as pretrained_analysis reads them, without the "
+                             "far-observation turn (as the page's rows were made)")
     parser.add_argument("--out", type=Path, default=Path("studies/results/assimilation_reference.csv"))
     parser.add_argument("--rst", type=Path, default=None, help="also write the tables as reStructuredText")
     args = parser.parse_args(argv)
@@ -118,10 +119,9 @@ def main(argv=None):
         candidates = grids()
         for path in args.learned:
             candidates[f"learned {Path(path).stem}"] = learned_grid(load_model(path))
-        for path in args.quantile_learned:
-            from learned_bayes import QuantileAnalysis
-
-            candidates[f"learned {Path(path).stem}"] = learned_grid(load_model(path), QuantileAnalysis)
+        for name in args.pretrained:
+            candidates[f"learned {name}"] = [pretrained_analysis(name, far_innovation=None, inflation=i, relaxation=r)
+                                             for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]
         done = {(row["method"], row["seed"]) for row in rows if row["setting"] == setting}
         chosen = {name: tuned(grid, law, seed=0) for name, grid in candidates.items()
                   if any((name, seed) not in done for seed in args.seeds)}

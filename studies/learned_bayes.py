@@ -368,9 +368,10 @@ class QuantileAnalysis(SerialEnKF):
     """
 
     def __init__(self, estimator, *, inflation=1.0, localization_radius=None, relaxation=0.0, spread_floor=None,
-                 relevel=False):
+                 relevel=False, batch_disjoint=False):
         self.estimator = estimator
         self.relevel = relevel
+        self.batch_disjoint = batch_disjoint
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.relaxation = relaxation
@@ -744,9 +745,10 @@ class ResidualAnalysis(QuantileAnalysis):
     """
 
     def __init__(self, estimator, *, inflation=1.0, localization_radius=None, relaxation=0.0, spread_floor=None,
-                 relevel=False, output_offset=None):
+                 relevel=False, output_offset=None, batch_disjoint=False):
         super().__init__(estimator, inflation=inflation, localization_radius=localization_radius,
-                         relaxation=relaxation, spread_floor=spread_floor, relevel=relevel)
+                         relaxation=relaxation, spread_floor=spread_floor, relevel=relevel,
+                         batch_disjoint=batch_disjoint)
         self.output_offset = output_offset
 
     _parameter_constraints: dict = {**QuantileAnalysis._parameter_constraints, "output_offset": [float, None]}
