@@ -12,7 +12,6 @@ the package's own constraint classes live in ``_validation``.
 
 from sklearn.utils._param_validation import (
     HasMethods,
-    Hidden,
     Interval,
     InvalidParameterError,
     StrOptions,
@@ -23,7 +22,6 @@ from sklearn.utils._param_validation import (
 
 __all__ = [
     "HasMethods",
-    "Hidden",
     "Interval",
     "InvalidParameterError",
     "StrOptions",

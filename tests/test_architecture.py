@@ -17,8 +17,6 @@ import only what a user can (each module's ``__all__``).
 
 import ast
 import importlib
-import pickle
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -579,39 +577,33 @@ def test_the_tiers_are_read_from_the_init():
 
 
 def _pre_move_models():
-    """The pickled models, each with its stored predictions and transports, made on another machine."""
+    """The model files of tiny models, each with its stored predictions and transports, made on another machine.
+
+    The model file, with its format version, is what stays loadable across versions; a pickle loads only
+    within the version that wrote it.
+    """
+    from sklearn_measattn import load_model
+
     folder = DATA / "pre_move"
-    pickles = sorted(folder.glob("*.pkl"))
-    assert len(pickles) >= 8
-    for path in pickles:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # skorch's note on pickles from another torch
-            model = pickle.loads(path.read_bytes())
-        yield path, model, np.load(folder / f"{path.stem}_predict.npy"), np.load(folder / f"{path.stem}_transport.npy")
+    files = sorted(folder.glob("*.safetensors"))
+    assert len(files) >= 8
+    for path in files:
+        yield path, load_model(path), np.load(folder / f"{path.stem}_predict.npy"), np.load(
+            folder / f"{path.stem}_transport.npy")
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
-                    reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
-def test_models_pickled_before_the_root_was_reorganised_predict_as_recorded():
-    """Tiny models of every kernel, pickled (and saved as model files) by the version before the
-    package root became subpackages, load and give the predictions and transports recorded then
-    (within float32's cross-machine tolerance: they were recorded on another CPU); the pickle and
-    the model file, loaded here, agree bit for bit."""
-    from sklearn_measattn import load_model
-
+def test_models_saved_before_the_root_was_reorganised_predict_as_recorded():
+    """Tiny models of every kernel, saved as model files by the version before the package root became
+    subpackages, load and give the predictions and transports recorded then (within float32's
+    cross-machine tolerance: they were recorded on another CPU)."""
     X = np.load(DATA / "pre_move" / "X_test.npy")
     for path, model, predicted, transported in _pre_move_models():
         assert_close_across_machines(model.predict(X), predicted, err_msg=path.stem)
         assert_close_across_machines(model.transport(X, X[:, :3] * 0.5), transported, err_msg=path.stem)
-        saved = path.with_suffix(".safetensors")
-        if saved.exists():
-            np.testing.assert_array_equal(load_model(saved).predict(X), model.predict(X), err_msg=path.stem)
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
-                    reason="the pickles were written with numpy 2, whose arrays numpy 1 cannot unpickle")
 @pytest.mark.parametrize("damage", ["lost transform", "one weight off by 1%"])
 def test_the_cross_machine_tolerance_still_catches_a_loading_regression(damage):
     """A loading regression moves predictions far outside the tolerance the recorded ones are held to."""

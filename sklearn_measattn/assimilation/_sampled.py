@@ -22,7 +22,7 @@ from scipy import stats
 from scipy.special import stdtrit
 from sklearn.utils import check_random_state
 
-from .._lorenz96._noise import NoiseLaw, StudentTNoise
+from .._lorenz96 import NoiseLaw, StudentTNoise
 from .._param_validation import validate_params
 from .._validation import POSITIVE_INT, POSITIVE_REAL, NumberInterval
 from ._problem import N_VARIABLES, OBSERVED, ObservationModel, arrays_described, describe
@@ -638,15 +638,13 @@ class SampledObservationModel(ObservationModel):
     ('student_t', False)
     """
 
-    _law_class = SampledNoise
-
     @arrays_described
     @validate_params(
         {"errors": ["array-like"], "n_variables": [N_VARIABLES], "observed": OBSERVED},
         prefer_skip_nested_validation=True,
     )
-    def __init__(self, errors, *, n_variables, observed="all", **law_params):
-        super().__init__(n_variables=n_variables, observed=observed, noise=self._law_class(errors, **law_params))
+    def __init__(self, errors, *, n_variables, observed="all"):
+        super().__init__(n_variables=n_variables, observed=observed, noise=SampledNoise(errors))
 
     @property
     def errors(self):
@@ -721,8 +719,6 @@ class KernelDensityObservationModel(SampledObservationModel):
     0.4
     """
 
-    _law_class = KernelDensityNoise
-
     @arrays_described
     @validate_params(
         {"errors": ["array-like"], "n_variables": [N_VARIABLES], "observed": OBSERVED,
@@ -730,7 +726,8 @@ class KernelDensityObservationModel(SampledObservationModel):
         prefer_skip_nested_validation=True,
     )
     def __init__(self, errors, *, n_variables, observed="all", bandwidth=None):
-        super().__init__(errors, n_variables=n_variables, observed=observed, bandwidth=bandwidth)
+        ObservationModel.__init__(self, n_variables=n_variables, observed=observed,
+                                  noise=KernelDensityNoise(errors, bandwidth=bandwidth))
 
     @property
     def bandwidth_(self):

@@ -363,6 +363,7 @@ def twin_experiment(
     callback : callable, default=None
         Called as ``callback(cycle, forecast, analysis, truth)`` after every
         cycle (to record ensembles or training pairs).
+
     Returns
     -------
     TwinResult

@@ -149,12 +149,9 @@ def test_diagnose_lists_the_learnt_degree_kernel_with_an_unknown_divergence_rule
     assert 0 < learnt["ess_none"] <= 1
 
 
-def test_a_layer_pickled_with_the_kernel_as_a_plain_attribute_still_loads():
+def test_a_pickled_layer_keeps_its_kernel_and_decides_its_backend_again():
     layer = KernelMultiheadAttention(8, 2, kernel="log")
-    state = layer.__getstate__()
-    state["kernel"] = state.pop("_kernel")  # the layout before the kernel became a property
-    restored = KernelMultiheadAttention.__new__(KernelMultiheadAttention)
-    restored.__setstate__(state)
-    assert restored.kernel is layer.kernel and restored.degree() is None
+    restored = pickle.loads(pickle.dumps(layer))
+    assert restored.kernel.name == layer.kernel.name and restored._resolved_backends == {}
     x = torch.randn(2, 5, 8)
     torch.testing.assert_close(restored(x), layer(x))
