@@ -16,7 +16,6 @@ name needs.
 """
 
 import importlib
-import sys
 
 from ._version import __version__ as __version__
 
@@ -78,31 +77,3 @@ def __getattr__(name):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__) | _submodules())
-
-
-class _MovedModuleNames:
-    """Lets the old names of moved modules import (pickles of models fitted before the move name them).
-
-    Last on ``sys.meta_path``, so asked only about a module of this package
-    that no file holds; only then does it load the table of moved modules
-    (``_persistence``, which needs torch) and hand the name to its finder. A
-    meta path finder needs only ``find_spec``; ``importlib.abc`` is not imported
-    for its base class, which would cost every start a few milliseconds.
-    """
-
-    def find_spec(self, fullname, path=None, target=None):
-        if not fullname.startswith(f"{__name__}."):
-            return None
-        persistence = importlib.import_module("._persistence", __name__)
-        if fullname not in persistence.MOVED_MODULES:
-            return None
-        persistence.alias_moved_modules()
-        for finder in sys.meta_path[sys.meta_path.index(self) + 1:]:
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                return spec
-        return None
-
-
-if not any(type(finder).__name__ == _MovedModuleNames.__name__ for finder in sys.meta_path):
-    sys.meta_path.append(_MovedModuleNames())

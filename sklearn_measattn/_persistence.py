@@ -17,9 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
-import importlib.abc
-import importlib.util
 import json
 import os
 import secrets
@@ -533,49 +530,3 @@ def warn_other_version(metadata):
             UserWarning,
             stacklevel=3,
         )
-
-
-# ----------------------------------------------------------------- moved modules
-#: The modules that moved into subpackages when the package root was reorganised (in 0.1),
-#: by their old names. Pickles of models fitted before then name classes and functions at
-#: those paths (``sklearn_measattn._kappa._LogFactorization``, ...); each old name imports
-#: the module that now holds them.
-MOVED_MODULES = {
-    "sklearn_measattn._checkpoint": "sklearn_measattn._training._checkpoint",
-    "sklearn_measattn._context": "sklearn_measattn._training._context",
-    "sklearn_measattn._display": "sklearn_measattn.inspection._display",
-    "sklearn_measattn._distributed": "sklearn_measattn._training._distributed",
-    "sklearn_measattn._energy": "sklearn_measattn._distances._energy",
-    "sklearn_measattn._fused": "sklearn_measattn._extension._loader",
-    "sklearn_measattn._hidden_similarity": "sklearn_measattn.inspection._hidden_similarity",
-    "sklearn_measattn._inference": "sklearn_measattn._training._inference",
-    "sklearn_measattn._kappa": "sklearn_measattn.kernels._factorization",
-    "sklearn_measattn._losses_input": "sklearn_measattn._distances._clouds",
-    "sklearn_measattn._ot": "sklearn_measattn._distances._cores",
-    "sklearn_measattn._sparse": "sklearn_measattn.kernels._sparsemax",
-    "sklearn_measattn._trained_attention": "sklearn_measattn.inspection._trained_attention",
-    "sklearn_measattn._transport": "sklearn_measattn.inspection._transport",
-    "sklearn_measattn.datasets._tails": "sklearn_measattn._tails._sampling",
-    "sklearn_measattn.experiments._tails": "sklearn_measattn._tails._estimation",
-}
-
-
-class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports a moved module's old name as the module that now holds its code."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in MOVED_MODULES:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec):
-        return importlib.import_module(MOVED_MODULES[spec.name])
-
-    def exec_module(self, module):
-        pass  # already executed under its new name
-
-
-def alias_moved_modules():
-    """Let the old names of :data:`MOVED_MODULES` import (once per process)."""
-    if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedModuleFinder())

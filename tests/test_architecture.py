@@ -622,12 +622,3 @@ def test_the_cross_machine_tolerance_still_catches_a_loading_regression(damage):
             assert_close_across_machines(model.predict(X), predicted)
         caught += 1
     assert caught >= 2
-
-
-@pytest.mark.parametrize("listing", ["pre_move/pickled_names.txt", "pickled_names_before_attention_package.txt"])
-def test_names_that_old_pickles_reference_still_import(listing):
-    lines = (DATA / listing).read_text().splitlines()
-    names = [line.split(":") for line in lines if line and not line.startswith("#")]
-    assert len(names) > 10
-    for module, name in names:
-        assert hasattr(importlib.import_module(module), name), f"{module}:{name} no longer importable"

@@ -41,13 +41,3 @@ __all__ = [
     "Training",
     "TrainingPlan",
 ]
-
-
-def __getattr__(name):
-    # Pickles of models fitted when training was a single module name the classes of their nets
-    # (``_MeasureNet``, ``_StopOnNonFinite``, ``OneCycleSchedule``, ...) at this path.
-    from . import _net
-
-    if name == "_MeasureNet" or name in {cls.__name__ for cls in _net._PICKLED_HERE}:
-        return getattr(_net, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,13 +18,11 @@ from skorch.utils import to_tensor
 
 from ..losses import MeasureLoss
 from ..transformer import MeasureTransformer
-from ._callbacks import OneCycleSchedule, schedule_epochs, training_callbacks
+from ._callbacks import schedule_epochs, training_callbacks
 from ._context import ContextSubsample
 from ._distributed import agree, is_first_process, sharded_loader
 from ._guards import (
-    StopTraining,
     TrainingInterrupted,
-    _StopOnNonFinite,
     from_callback,
     interrupt_origin,
     is_deliberate_stop,
@@ -32,14 +30,10 @@ from ._guards import (
     watch_sigint,
 )
 from ._loss import criterion_generator
-from ._params import TRAINING_OPTIONS, _EstimatorSnapshot, freeze_params, same_params, split_options
+from ._params import TRAINING_OPTIONS, freeze_params, same_params, split_options
 from ._streams import RandomStreams
 
 __all__ = ["as_batch", "build_net", "finish_training", "restore_checkpoint", "train_net", "update_net"]
-
-# Pickles of fitted models name these classes at this module (the net's callbacks, the snapshot of its
-# parameters); they live in the modules of their concepts now.
-_PICKLED_HERE = (OneCycleSchedule, StopTraining, TrainingInterrupted, _StopOnNonFinite, _EstimatorSnapshot)
 
 # The callbacks that belong to training and not to the fitted model.
 _TRAINING_ONLY_CALLBACKS = ("distributed_training", "checkpoint")

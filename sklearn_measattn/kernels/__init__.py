@@ -30,13 +30,3 @@ from ._sparsemax import sparsemax_weights as sparsemax_weights
 from ._sparsemax import uniform_where_empty as uniform_where_empty
 
 __all__ = ["ALL_KERNEL_NAMES", "AttentionKernel", "KappaFactorization", "KERNEL_NAMES", "SPARSE_KERNEL_NAMES", "get_kernel"]
-
-
-def __getattr__(name):
-    # Pickles of models fitted when the kernels were a single module name its private
-    # log-weights (``_g_log``, ``_PolyLogWeight``, ...) at this path.
-    from . import _forms
-
-    if name.startswith("_") and hasattr(_forms, name):
-        return getattr(_forms, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

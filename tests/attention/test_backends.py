@@ -1,7 +1,5 @@
 """The backend table: what each backend runs, what "auto" picks, and the kernels FlexAttention gained."""
 
-import importlib
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -100,16 +98,6 @@ def test_flex_runs_a_degree_per_head(qkv):
         expected = kernel_attention(q[:, heads], k[:, heads], v[:, heads], get_kernel("poly", degree=p),
                                     weights=log_weights.exp(), backend="naive")
         torch.testing.assert_close(out[:, heads], expected, rtol=1e-4, atol=1e-5)
-
-
-def test_names_pickled_before_the_attention_package_still_import():
-    """Pickles of fitted models made before the attention code moved into a package
-    reference these names; each must still import from the same path."""
-    lines = (Path(__file__).parents[1] / "data" / "pickled_names_before_attention_package.txt").read_text().splitlines()
-    names = [line.split(":") for line in lines if line and not line.startswith("#")]
-    assert len(names) > 10
-    for module, name in names:
-        assert hasattr(importlib.import_module(module), name), f"{module}:{name} no longer importable"
 
 
 @pytest.mark.slow

@@ -161,16 +161,6 @@ def test_the_package_root_imports_its_names_on_first_use():
         sklearn_measattn.no_such_name  # noqa: B018
 
 
-@pytest.mark.slow
-def test_old_module_names_import_in_a_fresh_interpreter():
-    """Pickles of old models name moved modules; they import in a process that imported only the package."""
-    code = ("import importlib, sys, sklearn_measattn; assert 'torch' not in sys.modules; "
-            "m = importlib.import_module('sklearn_measattn._kappa'); print(m.__name__)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip() == "sklearn_measattn.kernels._factorization"
-
-
 def test_the_default_report_answers_first_and_fits_a_terminal():
     """On a results table shaped like the default run's, compare prints its verdict first, then the table
     and its legend, in lines of at most 120 characters."""
