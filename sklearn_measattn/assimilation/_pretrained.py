@@ -15,115 +15,63 @@ __all__ = ["ANALYSIS_MODELS", "analysis_model_path", "pretrained_analysis"]
 @dataclass(frozen=True)
 class _ShippedModel:
     description: str
-    noise_ratio_range: tuple | None
     trained_by: str
-    level_offset: float | None = None
-    local: bool = False  # a LocalLearnedAnalysis model, whose file holds its own reading settings
+    local: bool = False  # a LocalLearnedAnalysis model (its file holds a local recipe)
 
 
-# how every model of the residual recipe is read: the noise-to-prior ratios it was trained on, and the quantile
-# levels (k - 0.45) / (N + 0.1) at which its members sit best in the cycle
-_READ_AS_RESIDUAL = {"noise_ratio_range": (0.1, 100.0), "level_offset": 0.45}
+_CONTAMINATED_RECORD = "contaminated_errors(10_000, gross_fraction=0.05, gross_scale=10.0, random_state=0)"
+_SKEWED_RECORD = "skewed_errors(10_000, skewness=0.5, df=3.0, random_state=10)"
 
+# Every file holds the recipe it was trained by (``analysis_recipe_``), so it is read with nothing passed beside it.
 _SHIPPED = {
+    "quantile_residual_fit": _ShippedModel(
+        description=(
+            "the learned scalar update of the assimilation page: a residual network (the members' increments) with "
+            "the 7 Kalman features, fitted with the quantile loss on synthetic priors (Gaussian, skewed, bimodal, "
+            "Student-t) under noise laws from Gaussian to Cauchy at noise-to-prior ratios 0.1-100, likelihood-free; "
+            "members read at the levels (k - 0.45) / (N + 0.1); observations beyond 2-3 widths of the noise law "
+            "turn to Bayes' rule (the rank histogram update)"
+        ),
+        trained_by="fit_learned_analysis(random_state=0)",
+    ),
+    "quantile_residual_fit_1layer": _ShippedModel(
+        description=(
+            "quantile_residual_fit with one attention block instead of two: about two thirds of its time per cycle, "
+            "a few percent further from Bayes' rule; the assimilation page's cost table"
+        ),
+        trained_by="fit_learned_analysis(n_layers=1, random_state=0)",
+    ),
+    "sampled_contaminated": _ShippedModel(
+        description=(
+            "the recipe of quantile_residual_fit trained on one noise law known only by a record of 10^4 errors, "
+            f"resampled (no density fitted or evaluated): {_CONTAMINATED_RECORD}, Gaussian errors of sd 1 with 5% "
+            "gross Cauchy errors of scale 10; bind it to an observation model of that record; the assimilation "
+            "page's contaminated rows"
+        ),
+        trained_by=f"fit_learned_analysis(SampledNoise({_CONTAMINATED_RECORD}), random_state=0)",
+    ),
+    "sampled_skewed": _ShippedModel(
+        description=(
+            f"as sampled_contaminated, trained on the record {_SKEWED_RECORD}, a two-piece Student-t with 3 degrees "
+            "of freedom whose right half is 3 times wider than its left, median 0; the page's skewed rows"
+        ),
+        trained_by=f"fit_learned_analysis(SampledNoise({_SKEWED_RECORD}), random_state=0)",
+    ),
     "local": _ShippedModel(
         description=(
             "the local learned analysis: each grid point's window (radius 4) of the forecast ensemble, its "
             "observations and each member's local ETKF analysis in, a correction of that analysis out, for all "
             "grid points in one batched call per cycle; trained likelihood-free and truth-free on LETKF forecasts "
             "of 10, 20 and 40 members (one member the stand-in truth) with Gaussian, Student-t (df 1.5, 4) and "
-            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable; the assimilation page's "
-            "local rows"
+            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable; the local analysis page"
         ),
-        noise_ratio_range=None,
-        trained_by="fit_local_analysis(random_state=0) (python benchmarks/local_analysis_training.py --out <file>)",
+        trained_by="fit_local_analysis(random_state=0)",
         local=True,
-    ),
-    "quantile_residual_fit": _ShippedModel(
-        description=(
-            "the residual recipe of quantile_residual trained by the package alone: make_synthetic_analysis_data "
-            "with Student-t priors among the synthetic ones (far observations under light-tailed noise) and "
-            "MeasureTransformerRegressor.fit (residual, quantile loss, one-cycle schedule); members read at the "
-            "levels (k - 0.45) / (N + 0.1); the assimilation page's second held-out learned row"
-        ),
-        noise_ratio_range=None,  # its file holds its recipe
-        trained_by="fit_learned_analysis(random_state=0)",
-    ),
-    "quantile_residual_fit_1layer": _ShippedModel(
-        description=(
-            "quantile_residual_fit with one attention block instead of two: about two thirds of its time per cycle, "
-            "a few percent further from Bayes' rule (held out at 0.96-0.99 of the rank histogram filter under "
-            "Cauchy noise where quantile_residual_fit is at 0.88-0.90); the assimilation page's cost table"
-        ),
-        **_READ_AS_RESIDUAL,
-        trained_by=(
-            "python studies/learned_bayes.py --fit-residual <model file> --t-priors 0.25 --layers 1 --diagnostic \"\""
-        ),
-    ),
-    "sampled_contaminated": _ShippedModel(
-        description=(
-            "the recipe of quantile_residual_fit trained on one noise law known only by a record of 10^4 errors, "
-            "resampled (no density fitted or evaluated): contaminated_errors(10_000, gross_fraction=0.05, "
-            "gross_scale=10.0, random_state=0), Gaussian errors of sd 1 with 5% gross Cauchy errors of scale 10; "
-            "bind it to SampledObservationModel(errors) of that law; the assimilation page's contaminated rows"
-        ),
-        **_READ_AS_RESIDUAL,
-        trained_by="python studies/sampled_noise.py --laws contaminated --train-only --models <folder>",
-    ),
-    "sampled_skewed": _ShippedModel(
-        description=(
-            "as sampled_contaminated, trained on the record skewed_errors(10_000, skewness=0.5, df=3.0, "
-            "random_state=10), a two-piece Student-t with 3 degrees of freedom whose right half is 3 times wider "
-            "than its left, median 0; the page's skewed rows"
-        ),
-        **_READ_AS_RESIDUAL,
-        trained_by="python studies/sampled_noise.py --laws skewed --train-only --models <folder>",
-    ),
-    "quantile_residual": _ShippedModel(
-        description=(
-            "softmax attention, residual (the network moves each member; an uninformative observation leaves it "
-            "where it is), 7 Kalman features, trained likelihood-free with the quantile loss on synthetic priors "
-            "(Gaussian, skewed, bimodal) with noise laws from Gaussian to Cauchy and noise-to-prior scale ratios "
-            "0.1-100, members read at the levels (k - 0.45) / (N + 0.1); the assimilation page's held-out learned "
-            "row"
-        ),
-        **_READ_AS_RESIDUAL,
-        trained_by=(
-            "python studies/learned_bayes.py --train-residual --residual <file> --export <model file> "
-            "--diagnostic \"\""
-        ),
-    ),
-    "quantile_softmax": _ShippedModel(
-        description=(
-            "softmax attention on symlog features, 5 ranked features, trained likelihood-free on synthetic priors "
-            "(Gaussian, skewed, bimodal) with noise laws from Gaussian to Cauchy and noise-to-prior scale ratios "
-            "0.2-30; the reference page's learned row"
-        ),
-        noise_ratio_range=(0.2, 30.0),
-        trained_by="python studies/learned_bayes.py --train --epochs 5 --model <file> --diagnostic \"\"",
-    ),
-    "softmax_symlog": _ShippedModel(
-        description=(
-            "softmax attention on symlog features, 4 features, trained on cycled-filter priors (Gaussian, "
-            "Student-t 1.5 and Cauchy noise at scales 0.5, 1, 2); the assimilation study's softmax/symlog row"
-        ),
-        noise_ratio_range=None,
-        trained_by="python studies/assimilation_study.py --learned softmax/symlog (model cached in --cache)",
-    ),
-    "softmax_none": _ShippedModel(
-        description="as softmax_symlog without the symlog transform; the study's softmax/none row",
-        noise_ratio_range=None,
-        trained_by="python studies/assimilation_study.py --learned softmax/none",
-    ),
-    "log_symlog": _ShippedModel(
-        description="as softmax_symlog with the log attention kernel, on all the pairs; the study's log/symlog row",
-        noise_ratio_range=None,
-        trained_by="python studies/assimilation_study.py --learned log/symlog",
     ),
 }
 
-#: The shipped learned analysis models: name -> what it is and how it was trained.
-ANALYSIS_MODELS = {name: f"{model.description} (retrain: {model.trained_by})" for name, model in _SHIPPED.items()}
+#: The shipped learned analysis models: name -> what it is and the public call that trains it again.
+ANALYSIS_MODELS = {name: f"{model.description} (trained by {model.trained_by})" for name, model in _SHIPPED.items()}
 
 
 def _shipped(name):
@@ -151,9 +99,9 @@ def analysis_model_path(name):
     --------
     >>> from sklearn_measattn import load_model
     >>> from sklearn_measattn.assimilation import analysis_model_path
-    >>> model = load_model(analysis_model_path("quantile_softmax"))
-    >>> model.n_features_in_, model.kernel
-    (5, 'softmax')
+    >>> model = load_model(analysis_model_path("quantile_residual_fit"))
+    >>> model.n_features_in_, model.analysis_recipe_["features"]
+    (7, 'kalman')
     """
     _shipped(name)
     return Path(resources.files(__package__).joinpath("models", f"{name}.safetensors"))
@@ -165,17 +113,12 @@ def pretrained_analysis(name="quantile_residual_fit", **params):
     Loads the model file of :func:`analysis_model_path` with
     :func:`~sklearn_measattn.load_model` (its content digest checked) and
     reads it by the recipe its file holds (``noise_ratio_range``,
-    ``level_offset``; for the models made before recipes were recorded, the
-    range they were trained on and the levels their page reads them at,
-    unless given). No
+    ``level_offset``, the feature set; for the local model its window). No
     training: every learned row of the assimilation pages can be rerun from
-    these files. ``"quantile_residual"`` is the one that matches the rank
-    histogram filter held out under heavy-tailed noise;
-    ``"quantile_residual_fit"`` is the same recipe trained by
-    :meth:`~sklearn_measattn.MeasureTransformerRegressor.fit` alone.
-    ``"sampled_contaminated"`` and ``"sampled_skewed"`` were trained on one
-    record of errors of one law each (see :data:`ANALYSIS_MODELS`): bind them
-    to a :class:`SampledObservationModel` of that law.
+    these files, and each was trained by the public call that
+    :data:`ANALYSIS_MODELS` names. ``"sampled_contaminated"`` and
+    ``"sampled_skewed"`` were trained on one record of errors of one law each:
+    bind them to a :class:`SampledObservationModel` of that law.
 
     Parameters
     ----------
@@ -200,11 +143,10 @@ def pretrained_analysis(name="quantile_residual_fit", **params):
     Examples
     --------
     >>> from sklearn_measattn.assimilation import make_twin_problem, pretrained_analysis, twin_experiment
-    >>> step = pretrained_analysis("quantile_softmax", relaxation=0.3)
-    >>> step.noise_ratio_range
-    (0.2, 30.0)
-    >>> pretrained_analysis("quantile_residual").level_offset
-    0.45
+    >>> step = pretrained_analysis(relaxation=0.3)
+    >>> bound = step.bind(make_twin_problem(n_variables=10, n_cycles=1, random_state=0).observation_model)
+    >>> bound.noise_ratio_range_, bound.level_offset_
+    ((0.1, 100.0), 0.45)
     >>> problem = make_twin_problem(n_variables=10, noise="cauchy", n_cycles=30, random_state=0)
     >>> result = twin_experiment(step, problem, spin_up=10, ensemble_size=10, random_state=0)
     >>> result.diverged
@@ -223,9 +165,5 @@ def pretrained_analysis(name="quantile_residual_fit", **params):
         )
     if shipped.local:
         return LocalLearnedAnalysis(load_model(analysis_model_path(name)), **params)
-    estimator = load_model(analysis_model_path(name))
-    if getattr(estimator, "analysis_recipe_", None) is None:  # a model made before recipes were recorded
-        params.setdefault("noise_ratio_range", shipped.noise_ratio_range)
-        params.setdefault("level_offset", shipped.level_offset)
-    return LearnedAnalysis(estimator, **params)
+    return LearnedAnalysis(load_model(analysis_model_path(name)), **params)
 

@@ -43,46 +43,33 @@ def test_the_local_model_is_a_small_file_of_a_local_learned_analysis():
 
 
 def test_unknown_names_and_parameters_are_refused_before_loading():
-    with pytest.raises(ValueError, match=r"No shipped analysis model named 'bayes'.*quantile_softmax"):
+    with pytest.raises(ValueError, match=r"No shipped analysis model named 'bayes'.*quantile_residual_fit"):
         pretrained_analysis("bayes")
     with pytest.raises(ValueError, match="No shipped analysis model"):
-        analysis_model_path("quantile_softmax.safetensors")
+        analysis_model_path("quantile_residual_fit.safetensors")
     with pytest.raises(TypeError, match="name must be a str"):
         analysis_model_path(3)
     with pytest.raises(TypeError, match=r"does not take: \['inflaton'\]"):
-        pretrained_analysis("quantile_softmax", inflaton=1.02)
+        pretrained_analysis("quantile_residual_fit", inflaton=1.02)
 
 
-def test_the_trained_noise_ratio_range_is_set_unless_given():
-    assert pretrained_analysis("quantile_softmax").noise_ratio_range == (0.2, 30.0)
-    assert pretrained_analysis("quantile_softmax", noise_ratio_range=None).noise_ratio_range is None
-    assert pretrained_analysis("quantile_softmax").level_offset is None
-    residual = pretrained_analysis("quantile_residual")
-    assert (residual.noise_ratio_range, residual.level_offset) == ((0.1, 100.0), 0.45)
-    assert pretrained_analysis("quantile_residual", level_offset=None).level_offset is None
-
-
-@pytest.mark.slow
-def test_the_reference_model_ignores_an_outlier_and_follows_an_informative_observation():
-    # Bayes' rule under Cauchy noise at the prior's scale: an observation 1000 prior sd away barely moves the
-    # posterior, one at 1 sd moves its mean by about 0.45 sd; a Kalman update would follow both in proportion
-    step = pretrained_analysis("quantile_softmax").bind(ObservationModel(n_variables=4, noise="cauchy"))
-    rng = np.random.default_rng(0)
-    shifts = {1.0: [], 1000.0: []}
-    for _ in range(20):
-        prior = rng.standard_normal(40)
-        prior = (prior - prior.mean()) / prior.std(ddof=1)
-        for innovation in shifts:
-            shifts[innovation].append(step.scalar_update(prior.copy(), innovation).mean())
-    assert 0.1 < np.mean(shifts[1.0]) < 0.8
-    assert abs(np.mean(shifts[1000.0])) < 0.3
+@pytest.mark.parametrize("name", sorted(set(ANALYSIS_MODELS) - {"local"}))
+def test_every_scalar_model_is_read_by_the_recipe_its_file_holds(name):
+    step = pretrained_analysis(name).bind(ObservationModel(n_variables=4))
+    recipe = step.estimator.analysis_recipe_
+    assert recipe["trained_by"]["function"] == "fit_learned_analysis"
+    assert step.noise_ratio_range_ == tuple(recipe["noise_ratio_range"]) == (0.1, 100.0)
+    assert step.level_offset_ == recipe["level_offset"] == 0.45
+    assert f"fit_learned_analysis(" in ANALYSIS_MODELS[name]
+    with pytest.raises(ValueError, match="noise_ratio_range"):
+        pretrained_analysis(name, noise_ratio_range=(0.2, 30.0)).bind(ObservationModel(n_variables=4))
 
 
 @pytest.mark.slow
-def test_the_reference_model_tracks_the_truth_under_cauchy_noise_better_than_no_update():
+def test_the_default_model_tracks_the_truth_under_cauchy_noise_better_than_no_update():
     problem = make_twin_problem(n_variables=12, noise="cauchy", n_cycles=80, random_state=3)
-    learned = twin_experiment(pretrained_analysis("quantile_softmax", relaxation=0.3), problem, ensemble_size=12,
-                              spin_up=20, random_state=0)
+    learned = twin_experiment(pretrained_analysis(relaxation=0.3), problem, ensemble_size=12, spin_up=20,
+                              random_state=0)
     free = twin_experiment("none", problem, ensemble_size=12, spin_up=20, random_state=0)
     assert not learned.diverged
     assert learned.rmse < 0.5 * free.rmse
