@@ -195,7 +195,7 @@ def _read(path):
 
 # parameters no filter of the page tunes: left out of its "tuned" column
 _UNSHOWN_PARAMS = ("localization_radius", "n_grid", "bandwidth", "update", "likelihood", "prior",
-                   "noise_ratio_range", "batch_disjoint", "level_offset", "reflect", "far_innovation")
+                   "noise_ratio_range", "variance_factor", "batch_disjoint", "level_offset", "reflect", "far_innovation")
 
 
 def _params(step):
