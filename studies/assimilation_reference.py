@@ -28,7 +28,7 @@ The rank histogram filter (:class:`~sklearn_measattn.assimilation.RankHistogramF
 is Bayes' rule for each scalar update with the true likelihood, the field's
 standard for non-Gaussian observation errors; a learned scalar update is
 measured against it. Other studies import this protocol's settings and its
-two helpers, :func:`tuned_steps` and :func:`held_out_rows`, from here.
+two helpers, :func:`tune_by_protocol` and :func:`held_out_rows`, from here.
 
 The committed ``studies/results/assimilation_reference.csv`` also holds the
 rows of ``learned quantile_softmax``, an earlier model no longer shipped; they
@@ -82,7 +82,7 @@ def grids():
     }
 
 
-def tuned_steps(candidates, law, *, system=SYSTEM, members=MEMBERS, n_jobs=None):
+def tune_by_protocol(candidates, law, *, system=SYSTEM, members=MEMBERS, n_jobs=None):
     """Each ``name -> (step, grid)`` of ``candidates`` tuned on the protocol's tuning problems of ``law``.
 
     Returns
@@ -155,7 +155,7 @@ def _run_setting(setting, args, rows):
     done = {(row["method"], row["seed"]) for row in rows if row["setting"] == setting}
     candidates = {name: pair for name, pair in _candidates(args).items()
                   if any((name, seed) not in done for seed in args.seeds)}
-    chosen = tuned_steps(candidates, SETTINGS[setting], n_jobs=args.n_jobs)
+    chosen = tune_by_protocol(candidates, SETTINGS[setting], n_jobs=args.n_jobs)
     new = []
     for seed in args.seeds:
         steps = {name: step for name, step in chosen.items() if (name, seed) not in done}

@@ -68,7 +68,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from assimilation_reference import LEARNED_GRID, MEMBERS, RHF_NAME, SYSTEM, grids, held_out_rows, tuned_steps
+from assimilation_reference import (
+    LEARNED_GRID,
+    MEMBERS,
+    RHF_NAME,
+    SETTINGS,
+    SYSTEM,
+    grids,
+    held_out_rows,
+    tune_by_protocol,
+    write_rows,
+)
 
 from sklearn_measattn import load_model, save_model
 from sklearn_measattn.assimilation import (
@@ -91,12 +101,12 @@ RATIOS = (0.3, 1.0, 3.0)
 #: The diagnostic's noise laws, by name; each takes its scale.
 NOISE_LAWS = {"gaussian": GaussianNoise, "student_t3": functools.partial(StudentTNoise, df=3.0),
               "student_t1.5": functools.partial(StudentTNoise, df=1.5), "cauchy": CauchyNoise}
-#: The held-out check's settings: noise scales and laws beside those the models were tuned on.
+#: The held-out check's settings: the reference protocol's laws at a Cauchy scale and a Student-t df it has not.
 HELDOUT_SETTINGS = {
-    "cauchy, scale 1": {"noise": "cauchy", "noise_scale": 1.0},
-    "cauchy, scale 1.2": {"noise": "cauchy", "noise_scale": 1.2},
-    "student-t df 2.5": {"noise": "student_t", "df": 2.5, "noise_scale": 1.0},
-    "gaussian": {"noise": "gaussian", "noise_scale": 1.0},
+    "cauchy, scale 1": SETTINGS["cauchy, scale 1"],
+    "cauchy, scale 1.2": {**SETTINGS["cauchy, scale 1"], "noise_scale": 1.2},
+    "student-t df 2.5": {**SETTINGS["student-t df 3"], "df": 2.5},
+    "gaussian": SETTINGS["gaussian"],
 }
 
 
@@ -263,7 +273,7 @@ def heldout_check(step, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73),
                   "learned": (step.set_params(localization_radius=localization_radius), LEARNED_GRID)}
     for setting in settings:
         law = HELDOUT_SETTINGS[setting]
-        chosen = tuned_steps(candidates, law, system=system, members=members, n_jobs=n_jobs)
+        chosen = tune_by_protocol(candidates, law, system=system, members=members, n_jobs=n_jobs)
         for row in held_out_rows(chosen, law, seeds, cycles=cycles, spin_up=spin_up, system=system, members=members,
                                  reference="RHF", n_jobs=n_jobs):
             tuned = chosen[row["step"]]
@@ -280,15 +290,6 @@ def heldout_check(step, *, settings=tuple(HELDOUT_SETTINGS), seeds=(71, 72, 73),
 
 
 # -- files and the command line --------------------------------------------------------------------------------
-
-
-def write_rows(path, rows):
-    """``rows`` (dicts of the same keys) as a new CSV file."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def append_row(path, row):

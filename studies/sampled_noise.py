@@ -144,7 +144,7 @@ def problems_for(nature, user, seeds, n_cycles):
                                 observation_model=user) for seed in seeds]
 
 
-def tuned_filters(law, user, nature, args):
+def tune_filters(law, user, nature, args):
     """The filters of one law, their parameters tuned on the tuning problems (fewest divergences, then mean RMSE)."""
     radius = args.localization_radius
     tuning = problems_for(nature, user, args.tuning_seeds, args.tuning_cycles)
@@ -219,7 +219,7 @@ def main(argv=None):
             learned_step(law, user, args)
             continue
         print(f"\n{law}: ", end="")
-        rows += held_out(tuned_filters(law, user, nature, args), user, nature, law, args)
+        rows += held_out(tune_filters(law, user, nature, args), user, nature, law, args)
     if args.out and rows:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
