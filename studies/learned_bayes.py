@@ -24,8 +24,7 @@ by :func:`~sklearn_measattn.assimilation.fit_learned_analysis`:
 
 Run (about 2 minutes for the diagnostic on a 2-core CPU)::
 
-    python studies/learned_bayes.py --model quantile_residual_fit \
-        --diagnostic studies/results/learned_bayes/one_step_fit_route.csv --balance
+    python studies/learned_bayes.py --model quantile_residual_fit --balance
 
 the held-out check (about an hour per setting)::
 
@@ -323,7 +322,7 @@ def main(argv=None):
                         help="train the package's recipe (fit_learned_analysis) into this model file and use it; "
                              "an existing file is read instead")
     parser.add_argument("--layers", type=int, default=2, help="with --fit: attention blocks of the network")
-    parser.add_argument("--diagnostic", default="studies/results/learned_bayes/one_step_fit_route.csv",
+    parser.add_argument("--diagnostic", default="studies/results/learned_bayes/one_step_public.csv",
                         help="csv of the one-step diagnostic (\"\": left out)")
     parser.add_argument("--balance", action="store_true", help="spread_balance on recorded cycled priors")
     parser.add_argument("--heldout", default=None, help="csv of the held-out check, appended")
