@@ -5,7 +5,7 @@ Times :func:`~sklearn_measattn.assimilation.twin_experiment`'s analysis step
 the serial EnKF, the rank histogram filter (Bayes' rule for each scalar
 update, on its default 2000-point grid) and the learned scalar update the
 assimilation pages evaluate (a shipped model, ``--model``, default
-``quantile_softmax``; :func:`~sklearn_measattn.assimilation.pretrained_analysis`), on the same
+``quantile_residual_fit``; :func:`~sklearn_measattn.assimilation.pretrained_analysis`), on the same
 problem, interleaved over ``--repeats`` rounds. Twice: without localisation
 (every observation's update reaches every variable, so the serial filter
 makes one network call per observation), and with a Gaspari-Cohn radius
@@ -58,8 +58,8 @@ def main(argv=None):
     parser.add_argument("--cycles", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--radius", type=float, default=2.0, help="Gaspari-Cohn half-width of the localised runs")
-    parser.add_argument("--model", default="quantile_softmax", choices=sorted(ANALYSIS_MODELS),
-                        help="the shipped learned model (default quantile_softmax)")
+    parser.add_argument("--model", default="quantile_residual_fit", choices=sorted(ANALYSIS_MODELS),
+                        help="the shipped learned model (default quantile_residual_fit)")
     args = parser.parse_args(argv)
     print(f"# {_cpu_model()}; {args.variables} variables (all observed), {args.members} members, "
           f"{args.cycles} cycles of Cauchy noise, {args.repeats} rounds; learned model {args.model}")

@@ -3,42 +3,44 @@
 Run::
 
     python studies/assimilation_reference.py --out studies/results/assimilation_reference.csv \
-        --rst docs/assimilation_reference_results.rst [--learned model.safetensors ...]
+        --rst docs/assimilation_reference_results.rst [--learned model.safetensors ...] [--pretrained NAME ...]
 
 Rows already in ``--out`` are kept and not rerun, so a second run with
-``--learned`` adds the learned steps' rows to the baselines' (delete the file
-to start afresh).
+``--learned`` or ``--pretrained`` adds the learned steps' rows to the
+baselines' (delete the file to start afresh).
 
 The protocol, fixed here before any run:
 
 - Settings: 40 variables, all observed every 0.05, 40 members, no
   localisation; observation noise Cauchy at scales 1 and 1.5, Student-t with
-  3 degrees of freedom, and Gaussian, all at scale 1 unless said. The learned
-  models of the package's assimilation study were trained on Gaussian,
-  Student-t (1.5) and Cauchy noise at scales 0.5, 1 and 2: Cauchy at 1.5 and
-  Student-t with 3 degrees of freedom are outside their training set.
-- Tuning: every filter, the reference included, is tuned per setting on the
-  same two problems (seeds 1000 and 1001, 400 cycles after 100 of spin-up)
-  over its own small grid; the choice is the fewest divergences, then the
-  lowest mean RMSE.
+  3 degrees of freedom, and Gaussian, all at scale 1 unless said.
+- Tuning: every filter, the reference included, is tuned per setting by
+  ``tune_analysis`` on the same two problems (seeds 1000 and 1001, 400 cycles
+  of which 100 are spin-up) over its own small grid: the fewest divergences,
+  then the lowest mean RMSE.
 - Evaluation: the seeds given (default 41, 42, 43, never used while the
-  package's filters were developed), ``--cycles`` cycles after ``--spin-up``.
-  Each row gives the per-seed RMSE and CRPS and their ratio to the rank
-  histogram filter's on the same seed, divergences and the mean time of one
-  analysis.
+  package's filters were developed), ``--cycles`` cycles after ``--spin-up``,
+  by ``compare_analyses``. Each row gives the per-seed RMSE and CRPS and their
+  ratio to the rank histogram filter's on the same seed, divergences and the
+  mean time of one analysis.
 
 The rank histogram filter (:class:`~sklearn_measattn.assimilation.RankHistogramFilter`)
 is Bayes' rule for each scalar update with the true likelihood, the field's
 standard for non-Gaussian observation errors; a learned scalar update is
-measured against it.
+measured against it. Other studies import this protocol's settings and its
+two helpers, :func:`tune_by_protocol` and :func:`held_out_rows`, from here.
+
+The committed ``studies/results/assimilation_reference.csv`` also holds the
+rows of ``learned quantile_softmax``, an earlier model no longer shipped; they
+stay as a record and are rendered with the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -50,13 +52,11 @@ from sklearn_measattn.assimilation import (
     RankHistogramFilter,
     RobustEnKF,
     SerialEnKF,
+    compare_analyses,
     make_twin_problem,
     pretrained_analysis,
-    twin_experiment,
+    tune_analysis,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from attention_speed import cpu_description  # noqa: E402
 
 SETTINGS = {
     "cauchy, scale 1": {"noise": "cauchy", "noise_scale": 1.0},
@@ -68,34 +68,50 @@ SYSTEM = {"n_variables": 40, "observed": "all", "dt_obs": 0.05}
 MEMBERS = 40
 TUNING_SEEDS = (1000, 1001)
 TUNING_CYCLES, TUNING_SPIN_UP = 400, 100
+RHF_NAME = "RHF (Bayes, true likelihood)"
+#: The grid of every learned scalar update (and of the rank histogram filter).
+LEARNED_GRID = {"inflation": (1.0, 1.02, 1.05), "relaxation": (0.0, 0.3)}
 
 
 def grids():
-    """Each filter's tuning grid, made afresh (steps are bound copies, but the grids stay unshared)."""
+    """Each baseline's step and tuning grid, made afresh."""
     return {
-        "RHF (Bayes, true likelihood)": [RankHistogramFilter(inflation=i, relaxation=r)
-                                         for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)],
-        "RobustEnKF (Huber)": [RobustEnKF(inflation=i, clip=c) for i in (1.02, 1.05, 1.1) for c in (1.0, 1.5, 2.0, 3.0)],
-        "SerialEnKF (+clip)": [SerialEnKF(inflation=i, clip=c) for i in (1.01, 1.03, 1.06) for c in (None, 1.5, 2.0, 3.0)],
+        RHF_NAME: (RankHistogramFilter(), LEARNED_GRID),
+        "RobustEnKF (Huber)": (RobustEnKF(), {"inflation": (1.02, 1.05, 1.1), "clip": (1.0, 1.5, 2.0, 3.0)}),
+        "SerialEnKF (+clip)": (SerialEnKF(), {"inflation": (1.01, 1.03, 1.06), "clip": (None, 1.5, 2.0, 3.0)}),
     }
 
 
-def learned_grid(model, step=LearnedAnalysis):
-    return [step(model, inflation=i, relaxation=r) for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]
+def tune_by_protocol(candidates, law, *, system=SYSTEM, members=MEMBERS, n_jobs=None):
+    """Each ``name -> (step, grid)`` of ``candidates`` tuned on the protocol's tuning problems of ``law``.
+
+    Returns
+    -------
+    dict
+        Name to the tuned step (``TuningResult.best_step``).
+    """
+    problems = [make_twin_problem(**system, **law, n_cycles=TUNING_CYCLES, random_state=seed) for seed in TUNING_SEEDS]
+    return {name: tune_analysis(step, grid, problems, ensemble_size=members, spin_up=TUNING_SPIN_UP,
+                                n_jobs=n_jobs).best_step
+            for name, (step, grid) in candidates.items()}
 
 
-def tuned(candidates, law, seed, *, system=SYSTEM, members=MEMBERS):
-    best = None
-    for candidate in candidates:
-        results = []
-        for tuning_seed in TUNING_SEEDS:
-            problem = make_twin_problem(**system, **law, n_cycles=TUNING_CYCLES, random_state=tuning_seed)
-            results.append(twin_experiment(candidate, problem, ensemble_size=members, spin_up=TUNING_SPIN_UP,
-                                           random_state=seed))
-        key = (sum(r.diverged for r in results), float(np.mean([r.rmse for r in results])))
-        if best is None or key < best[0]:
-            best = (key, candidate)
-    return best[1]
+def held_out_rows(steps, law, seeds, *, cycles, spin_up, system=SYSTEM, members=MEMBERS, reference=None,
+                  n_jobs=None):
+    """``compare_analyses`` rows of ``steps`` on the held-out problem of every seed, each run seeded by its seed.
+
+    One call per seed keeps each run's ``random_state`` equal to its problem's
+    seed, as the committed rows were made. The rows carry ``seed`` in place of
+    ``problem``.
+    """
+    rows = []
+    for seed in seeds:
+        problem = make_twin_problem(**system, **law, n_cycles=cycles + spin_up, random_state=seed)
+        for row in compare_analyses(steps, [problem], ensemble_size=members, spin_up=spin_up, random_state=seed,
+                                    reference=reference, n_jobs=n_jobs):
+            del row["problem"]
+            rows.append({"seed": seed, **row})
+    return rows
 
 
 def main(argv=None):
@@ -104,47 +120,65 @@ def main(argv=None):
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--spin-up", type=int, default=200)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
-    parser.add_argument("--learned", nargs="*", default=[], help="model files of learned scalar updates")
+    parser.add_argument("--learned", nargs="*", default=[],
+                        help="model files of learned scalar updates (read by the recipe their file holds)")
     parser.add_argument("--pretrained", nargs="*", default=[],
                         help="shipped models by name, read as pretrained_analysis reads them, without the "
-                             "far-observation turn (as the page's rows were made)")
+                             "far-observation turn")
+    parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--out", type=Path, default=Path("studies/results/assimilation_reference.csv"))
     parser.add_argument("--rst", type=Path, default=None, help="also write the tables as reStructuredText")
     args = parser.parse_args(argv)
-    print(f"{cpu_description()}, {platform.python_version()}; seeds {args.seeds}, {args.cycles} cycles after "
-          f"{args.spin_up}", flush=True)
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}; "
+          f"seeds {args.seeds}, {args.cycles} cycles after {args.spin_up}", flush=True)
     rows = _read(args.out) if args.out.exists() else []
     for setting in args.settings:
-        law = SETTINGS[setting]
-        candidates = grids()
-        for path in args.learned:
-            candidates[f"learned {Path(path).stem}"] = learned_grid(load_model(path))
-        for name in args.pretrained:
-            candidates[f"learned {name}"] = [pretrained_analysis(name, far_innovation=None, inflation=i, relaxation=r)
-                                             for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]
-        done = {(row["method"], row["seed"]) for row in rows if row["setting"] == setting}
-        chosen = {name: tuned(grid, law, seed=0) for name, grid in candidates.items()
-                  if any((name, seed) not in done for seed in args.seeds)}
-        for seed in args.seeds:
-            problem = make_twin_problem(**SYSTEM, **law, n_cycles=args.cycles + args.spin_up, random_state=seed)
-            for name, step in chosen.items():
-                if (name, seed) in done:
-                    continue
-                result = twin_experiment(step, problem, ensemble_size=MEMBERS, spin_up=args.spin_up, random_state=seed)
-                rows.append({"setting": setting, "method": name, "params": _params(step), "seed": seed,
-                             "rmse": result.rmse, "crps": result.crps, "spread": result.spread,
-                             "diverged": result.diverged, "ms_per_cycle": 1e3 * result.seconds_per_cycle})
-                print(f"{setting:18s} {seed:3d} {name:30s} rmse {result.rmse:.3f} crps {result.crps:.3f} "
-                      f"{'DIVERGED ' if result.diverged else ''}{1e3 * result.seconds_per_cycle:.1f} ms", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+        rows += _run_setting(setting, args, rows)
+    write_rows(args.out, rows)
     text = render(rows, args)
     print(text)
     if args.rst is not None:
         args.rst.write_text(text)
+
+
+def _candidates(args):
+    candidates = grids()
+    for path in args.learned:
+        candidates[f"learned {Path(path).stem}"] = (LearnedAnalysis(load_model(path)), LEARNED_GRID)
+    for name in args.pretrained:
+        candidates[f"learned {name}"] = (pretrained_analysis(name, far_innovation=None), LEARNED_GRID)
+    return candidates
+
+
+def _run_setting(setting, args, rows):
+    """The rows of one setting that ``rows`` lacks: the missing methods tuned, then run on the missing seeds."""
+    done = {(row["method"], row["seed"]) for row in rows if row["setting"] == setting}
+    candidates = {name: pair for name, pair in _candidates(args).items()
+                  if any((name, seed) not in done for seed in args.seeds)}
+    chosen = tune_by_protocol(candidates, SETTINGS[setting], n_jobs=args.n_jobs)
+    new = []
+    for seed in args.seeds:
+        steps = {name: step for name, step in chosen.items() if (name, seed) not in done}
+        if not steps:
+            continue
+        for row in held_out_rows(steps, SETTINGS[setting], [seed], cycles=args.cycles, spin_up=args.spin_up,
+                                 n_jobs=args.n_jobs):
+            new.append({"setting": setting, "method": row["step"], "params": _params(chosen[row["step"]]),
+                        "seed": seed, **{key: row[key] for key in ("rmse", "crps", "spread", "diverged",
+                                                                   "ms_per_cycle")}})
+            print(f"{setting:18s} {seed:3d} {row['step']:30s} rmse {row['rmse']:.3f} crps {row['crps']:.3f} "
+                  f"{'DIVERGED ' if row['diverged'] else ''}{row['ms_per_cycle']:.1f} ms", flush=True)
+    return new
+
+
+def write_rows(path, rows):
+    """``rows`` (dicts of the same keys) as a CSV file at ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _read(path):
@@ -159,12 +193,16 @@ def _read(path):
     return rows
 
 
+# parameters no filter of the page tunes: left out of its "tuned" column
+_UNSHOWN_PARAMS = ("localization_radius", "n_grid", "bandwidth", "update", "likelihood", "prior",
+                   "noise_ratio_range", "variance_factor", "batch_disjoint", "level_offset", "reflect", "far_innovation")
+
+
 def _params(step):
     params = step.get_params(deep=False)
     params.pop("estimator", None)
     return ", ".join(f"{key}={value}" for key, value in sorted(params.items()) if value is not None
-                     and key not in ("localization_radius", "n_grid", "bandwidth", "variance_factor", "update",
-                                     "likelihood", "prior", "relevel", "spread_floor", "noise_ratio_range")
+                     and key not in _UNSHOWN_PARAMS
                      and not (key == "relaxation" and value == 0.0))
 
 

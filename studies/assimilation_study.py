@@ -16,19 +16,18 @@ and every seed, on the same truth and observations:
    clipping; a free-running ensemble;
 2. DAPPER's EnKF (perturbed observations and square root), LETKF and
    particle filter, inflation tuned the same way;
-3. learned analyses (:class:`~sklearn_measattn.assimilation.LearnedAnalysis`)
-   with log/symlog, softmax/symlog and softmax/none: one model per kernel
-   configuration, trained once for all noise laws and scales on
-   :func:`~sklearn_measattn.assimilation.make_analysis_training_data` pairs,
-   inflation and relaxation tuned like the baselines; the trained attention
-   ESS/n of each model on the scalar ensembles it sees in the cycle;
+3. learned analyses shipped with the package (``--learned``, by name; default
+   ``quantile_residual_fit``), inflation and relaxation tuned like the
+   baselines;
 4. the Bayes reference: a particle filter with many members and the true
    likelihood (shorter runs: it costs about a second a cycle).
 
-Trained models are cached in ``--cache`` and rows already in ``--out`` are
-skipped, so an interrupted run resumes. ``--shipped`` takes the three models
-shipped with the package instead (trained by this script's recipe), so that
-the learned rows rerun without training.
+Rows already in ``--out`` are skipped, so an interrupted run resumes.
+
+The learned rows of the committed ``studies/results/assimilation*.csv`` and
+``assimilation_attention.csv`` (configurations log/symlog, softmax/symlog and
+softmax/none, trained on cycled-filter priors) are records of models and
+code no longer in the repository.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import pickle
 import platform
 import sys
 import time
@@ -44,124 +42,50 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.base import clone
 
-from sklearn_measattn import MeasureTransformerRegressor, load_model
 from sklearn_measattn.assimilation import (
     EnKF,
-    LearnedAnalysis,
     ParticleFilter,
     RobustEnKF,
     SerialEnKF,
-    analysis_features,
-    analysis_model_path,
-    make_analysis_training_data,
     make_twin_problem,
+    pretrained_analysis,
     run_dapper,
+    tune_analysis,
     twin_experiment,
 )
 
 NOISES = {"gaussian": {"noise": "gaussian"}, "student_t": {"noise": "student_t", "df": 1.5}, "cauchy": {"noise": "cauchy"}}
 
-# Each configuration of a learned analysis: the estimator's kernel and transform, and its training budget.
-LEARNED = {
-    "log/symlog": {"kernel": "log", "transform": "symlog", "max_epochs": 12, "fraction": 1.0},
-    "softmax/symlog": {"kernel": "softmax", "transform": "symlog", "max_epochs": 4, "fraction": 1 / 3},
-    "softmax/none": {"kernel": "softmax", "transform": None, "max_epochs": 4, "fraction": 1 / 3},
-}
-TRAINING_SCALES = (0.5, 1.0, 2.0)
-
+#: name -> (step, tuning grid) of the package's baselines.
 BASELINE_GRIDS = {
-    "EnKF": [EnKF(inflation=i) for i in (1.02, 1.06, 1.1, 1.2)],
-    "RobustEnKF": [RobustEnKF(inflation=i, clip=c) for i in (1.02, 1.05, 1.1) for c in (1.0, 1.5, 2.0, 3.0)],
-    "SerialEnKF": [SerialEnKF(inflation=i) for i in (1.01, 1.03, 1.06)],
-    "SerialEnKF+clip": [SerialEnKF(inflation=i, clip=c) for i in (1.01, 1.03, 1.06) for c in (1.0, 1.5, 2.0)],
+    "EnKF": (EnKF(), {"inflation": (1.02, 1.06, 1.1, 1.2)}),
+    "RobustEnKF": (RobustEnKF(), {"inflation": (1.02, 1.05, 1.1), "clip": (1.0, 1.5, 2.0, 3.0)}),
+    "SerialEnKF": (SerialEnKF(), {"inflation": (1.01, 1.03, 1.06)}),
+    "SerialEnKF+clip": (SerialEnKF(), {"inflation": (1.01, 1.03, 1.06), "clip": (1.0, 1.5, 2.0)}),
 }
-
-
-def localized(grid, radius):
-    """New steps: those of ``grid`` with ``localization_radius=radius`` (the grid itself is left as it is)."""
-    if radius is None:
-        return [clone(step) for step in grid]
-    return [clone(step).set_params(localization_radius=radius) for step in grid]
-LEARNED_GRID = [(1.0, 0.3), (1.0, 0.5), (1.02, 0.3)]  # (inflation, relaxation)
+#: The learned steps' (inflation, relaxation) candidates.
+LEARNED_GRID = [{"inflation": (1.0,), "relaxation": (0.3, 0.5)}, {"inflation": (1.02,), "relaxation": (0.3,)}]
 DAPPER_GRIDS = {
     "EnKF": [{"infl": i} for i in (1.02, 1.06, 1.1)],
     "EnKF_sqrt": [{"infl": i} for i in (1.01, 1.03, 1.06)],
     "LETKF": [{"infl": i, "loc_rad": 4.0} for i in (1.02, 1.04, 1.08)],
 }
+TUNING_SPIN_UP = 50
 
 
-def training_data(fraction, seed=0):
-    """Pairs from every noise law and scale, reflected (x -> -x) to double them."""
-    Xs, ys = [], []
-    for law in NOISES.values():
-        for scale in TRAINING_SCALES:
-            rng = np.random.RandomState(seed)  # one generator draws the problem, then runs the teacher
-            problem = make_twin_problem(**law, noise_scale=scale, n_cycles=150, random_state=rng)
-            X, y = make_analysis_training_data(problem, spin_up=50, random_state=rng)
-            Xs.append(X)
-            ys.append(y)
-    X, y = np.concatenate(Xs), np.concatenate(ys)
-    if fraction < 1:
-        keep = np.random.default_rng(seed).permutation(len(X))[: int(round(fraction * len(X)))]
-        X, y = X[keep], y[keep]
-    return np.concatenate([X, X * np.array([-1.0, -1.0, 1.0, 1.0])]), np.concatenate([y, -y])
+def dapper_params(name, grid, problems, members):
+    """DAPPER's parameters of ``grid`` by the package's tuning rule (``TUNING_RULE``) on ``problems``.
 
-
-def trained_model(name, cache):
-    from skorch.callbacks import LRScheduler
-
-    config = LEARNED[name]
-    path = cache / f"{name.replace('/', '_')}.pkl"
-    if path.exists():
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    X, y = training_data(config["fraction"])
-    start = time.perf_counter()
-    model = MeasureTransformerRegressor(
-        kernel=config["kernel"], transform=config["transform"], d_model=32, n_heads=4, n_layers=2,
-        dim_feedforward=64, batch_size=256, max_epochs=config["max_epochs"], lr=2e-3, random_state=0,
-        callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=config["max_epochs"])],
-    ).fit(X, y)
-    model.fit_seconds_ = time.perf_counter() - start
-    model.n_training_pairs_ = len(X)
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        pickle.dump(model, f)
-    return model
-
-
-def tuned(candidates, run, problems):
-    """The candidate with the fewest divergences, then the lowest mean RMSE, over the tuning problems.
-
-    Several tuning problems, so that a setting that wins on one trajectory
-    and diverges on another is not chosen: what a practitioner tuning a
-    filter for heavy-tailed noise would want.
+    ``tune_analysis`` tunes the package's steps; DAPPER's filters run
+    through ``run_dapper``, so their few candidates are ranked here.
     """
-    best = None
-    for candidate in candidates:
-        results = [run(candidate, problem) for problem in problems]
-        key = (sum(r.diverged for r in results), float(np.mean([r.rmse for r in results])))
-        if best is None or key < best[0]:
-            best = (key, candidate)
-    return best[1]
+    def score(params):
+        results = [run_dapper(name, problem, ensemble_size=members, spin_up=TUNING_SPIN_UP, random_state=0, **params)
+                   for problem in problems]
+        return sum(r.diverged for r in results), float(np.mean([r.rmse for r in results]))
 
-
-def in_cycle_ess(model, law, cycles, members):
-    """Trained attention ESS/n of ``model`` on the scalar ensembles a learned filter feeds it."""
-    problem = make_twin_problem(**law, n_cycles=cycles, random_state=99)
-    bound = LearnedAnalysis(model, inflation=1.0, relaxation=0.3).bind(problem.observation_model, random_state=0)
-    with bound.recording() as priors:  # (prior, observation, variable) per scalar update
-        twin_experiment(lambda forecast, observation: bound(forecast, observation), problem, ensemble_size=members,
-                        spin_up=0)
-    model_law = problem.observation_model
-    X, _, _ = analysis_features(np.stack([p for p, _, _ in priors]), np.array([o for _, o, _ in priors]),
-                                noise_scale=model_law.noise_scale, noise_tail=model_law.tail)
-    innovation = np.abs(X[:, 0, 1])
-    ess = model.attention_ess(X).mean(axis=1)
-    outlying = innovation > 10
-    return float(ess.mean()), float(ess[outlying].mean()) if outlying.any() else float("nan")
+    return min(grid, key=score)
 
 
 def main(argv=None):
@@ -183,15 +107,13 @@ def main(argv=None):
     parser.add_argument("--noises", nargs="*", default=list(NOISES))
     parser.add_argument("--no-dapper", action="store_true")
     parser.add_argument("--only-bayes", action="store_true", help="run only the Bayes reference (particle filter)")
-    parser.add_argument("--learned", nargs="*", default=list(LEARNED))
+    parser.add_argument("--learned", nargs="*", default=["quantile_residual_fit"],
+                        help="shipped learned models by name (pretrained_analysis)")
+    parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--out", default="studies/results/assimilation.csv")
-    parser.add_argument("--cache", default="studies/results/assimilation_models")
-    parser.add_argument("--shipped", action="store_true",
-                        help="use the models shipped with the package (assimilation.analysis_model_path) instead of "
-                             "training them: the same recipe, trained once")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # the learned step runs many small networks: threads cost more than they give
-    out, cache = Path(args.out), Path(args.cache)
+    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = set()
     if out.exists():
@@ -214,10 +136,6 @@ def main(argv=None):
     except ImportError:
         has_dapper = False
         print("# DAPPER is not installed (pip install sklearn-measattn[assimilation]): its rows are left out", flush=True)
-    if args.shipped:
-        models = {name: load_model(analysis_model_path(name.replace("/", "_"))) for name in args.learned}
-    else:
-        models = {name: trained_model(name, cache) for name in args.learned}
     start_all = time.perf_counter()
 
     def emit(noise, seed, method, setting, result, **extra):
@@ -249,22 +167,13 @@ def main(argv=None):
         tuning = [make_twin_problem(**law, **system, n_cycles=args.tune_cycles, random_state=1000 + i)
                   for i in range(args.tune_problems)]
 
-        def run_step(step, problem):
-            return twin_experiment(step, problem, ensemble_size=args.members, spin_up=50, random_state=0)
-
-        chosen = {name: tuned(localized(grid, args.localization_radius), run_step, tuning)
-                  for name, grid in BASELINE_GRIDS.items()}
-        learned_chosen = {
-            name: tuned([LearnedAnalysis(model, inflation=i, relaxation=r, localization_radius=args.localization_radius)
-                         for i, r in LEARNED_GRID], run_step, tuning)
-            for name, model in models.items()
-        }
-        dapper_chosen = {}
-        if has_dapper:
-            for name, grid in DAPPER_GRIDS.items():
-                dapper_chosen[name] = tuned(grid, lambda params, problem, name=name: run_dapper(
-                    name, problem, ensemble_size=args.members, spin_up=50, random_state=0, **params), tuning)
-        ess = {name: in_cycle_ess(model, {**law, **system}, 20, args.members) for name, model in models.items()}
+        candidates = {**BASELINE_GRIDS, **{f"learned {name}": (pretrained_analysis(name), LEARNED_GRID)
+                                           for name in args.learned}}
+        chosen = {name: tune_analysis(step.set_params(localization_radius=args.localization_radius), grid, tuning,
+                                      ensemble_size=args.members, spin_up=TUNING_SPIN_UP, n_jobs=args.n_jobs).best_step
+                  for name, (step, grid) in candidates.items()}
+        dapper_chosen = {name: dapper_params(name, grid, tuning, args.members)
+                         for name, grid in DAPPER_GRIDS.items() if has_dapper}
         for seed in range(args.seeds):
             if all((noise, str(seed), m, str(args.members)) in done for m in ["none", *chosen]):
                 continue
@@ -272,14 +181,11 @@ def main(argv=None):
             run = {"ensemble_size": args.members, "spin_up": args.spin_up, "random_state": seed}
             emit(noise, seed, "none", "", twin_experiment("none", problem, **run))
             for name, step in chosen.items():
-                emit(noise, seed, name, repr(step), twin_experiment(step, problem, **run))
+                setting = (f"inflation={step.inflation}, relaxation={step.relaxation}" if name.startswith("learned")
+                           else repr(step))
+                emit(noise, seed, name, setting, twin_experiment(step, problem, **run))
             for name, params in dapper_chosen.items():
                 emit(noise, seed, f"DAPPER {name}", repr(params), run_dapper(name, problem, **run, **params))
-            for name, step in learned_chosen.items():
-                result = twin_experiment(step, problem, **run)
-                emit(noise, seed, f"learned {name}", f"inflation={step.inflation}, relaxation={step.relaxation}",
-                     result, attention_ess=ess[name][0], attention_ess_outliers=ess[name][1],
-                     fit_seconds=getattr(step.estimator, "fit_seconds_", ""))
             if args.bayes_members:
                 emit_bayes(noise, seed, law, system)
     handle.close()

@@ -17,11 +17,15 @@ import argparse
 import csv
 from pathlib import Path
 
+from assimilation_reference import MEMBERS, SYSTEM
+from learned_bayes import HELDOUT_SETTINGS
+
 from sklearn_measattn.assimilation import RankHistogramFilter, compare_analyses, make_twin_problem, pretrained_analysis
 
-SETTINGS = {"cauchy, scale 1": (dict(noise="cauchy", noise_scale=1.0), 1.02),
-            "student_t, df 2.5": (dict(noise="student_t", df=2.5, noise_scale=1.0), 1.02),
-            "gaussian": (dict(noise="gaussian", noise_scale=1.0), 1.0)}
+#: name -> (noise law, the inflation tuned for the page)
+SETTINGS = {"cauchy, scale 1": (HELDOUT_SETTINGS["cauchy, scale 1"], 1.02),
+            "student_t, df 2.5": (HELDOUT_SETTINGS["student-t df 2.5"], 1.02),
+            "gaussian": (HELDOUT_SETTINGS["gaussian"], 1.0)}
 
 
 def main(argv=None):
@@ -38,14 +42,14 @@ def main(argv=None):
     rows = []
     for setting in args.settings:
         law, inflation = SETTINGS[setting]
-        problems = [make_twin_problem(n_variables=40, observed="all", dt_obs=0.05, **law, n_cycles=args.cycles + 200,
+        problems = [make_twin_problem(**SYSTEM, **law, n_cycles=args.cycles + 200,
                                       random_state=seed) for seed in args.seeds]
         steps = {"RHF": RankHistogramFilter(inflation=inflation),
                  "learned": pretrained_analysis(args.model, inflation=inflation),
                  "learned, no turn to Bayes": pretrained_analysis(args.model, inflation=inflation,
                                                                   far_innovation=None)}
         steps = {name: step for name, step in steps.items() if args.steps is None or name in args.steps}
-        for row in compare_analyses(steps, problems, ensemble_size=40, spin_up=200,
+        for row in compare_analyses(steps, problems, ensemble_size=MEMBERS, spin_up=200,
                                     reference="RHF" if "RHF" in steps else None,
                                     n_jobs=args.n_jobs):
             row = {"setting": setting, "seed": args.seeds[row.pop("problem")], **row}

@@ -246,7 +246,8 @@ def render():
         lines += ["Collapse against the size of the innovation", "-------------------------------------------", "",
                   "Trained attention ESS/n / spread of the predicted members (the prior's is 1) of each learned "
                   "model, on 40-member scalar ensembles under Cauchy noise with innovations of growing size, in "
-                  "prior standard deviations (``studies/assimilation_attention.py``). ESS/n below "
+                  "prior standard deviations (a record of earlier models and their script, no longer in the "
+                  "repository). ESS/n below "
                   "0.05 is attention-level collapse by the package's rule.", "",
                   "Columns: the innovation, in prior standard deviations.", "",
                   format_table(["model"] + [f"{d:g}" for d in innovations], body, style="rst"), ""]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -244,7 +243,6 @@ def _phase_sweep():
     """Finding 2 on the phase diagram's sweep: (verdict, crossings, mechanism lines, fits), or None."""
     if not PHASE.exists():
         return None
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from render_phase_diagram import finding_2 as sweep
     from render_phase_diagram import softmax_symlog
 

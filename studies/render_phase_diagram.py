@@ -24,17 +24,13 @@ import datetime
 import json
 import math
 import platform
-import sys
 from pathlib import Path
 
 import numpy as np
+from phase_diagram import BUDGET, CSV, SEEDS, TAILS, TASKS, read_rows  # studies/ is first on sys.path
 from scipy.stats import spearmanr
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from phase_diagram import BUDGET, CSV, SEEDS, TAILS, TASKS, read_rows  # noqa: E402
-
-from sklearn_measattn.experiments import (  # noqa: E402
+from sklearn_measattn.experiments import (
     PHASE_KERNELS,
     PhaseDiagramDisplay,
     format_number,
@@ -43,7 +39,7 @@ from sklearn_measattn.experiments import (  # noqa: E402
     phase_agreement,
     phase_cells,
 )
-from sklearn_measattn.metrics import ATTENTION_ESS_THRESHOLD, COLLAPSE_RULE, LEARNED_RULE  # noqa: E402
+from sklearn_measattn.metrics import ATTENTION_ESS_THRESHOLD, COLLAPSE_RULE, LEARNED_RULE
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "phase_diagram_results.rst"

@@ -35,23 +35,20 @@ with 3 degrees of freedom, right half 3 times wider than the left, median 0):
     nature's 10^6 errors, the best density of the law available: the
     reference the sample-based filters are measured against.
 
-With ``--learned``, a learned scalar update joins them (``learned``): a
-:class:`~sklearn_measattn.MeasureTransformerRegressor` trained
-likelihood-free on :func:`~sklearn_measattn.assimilation.make_synthetic_analysis_data`
-pairs whose observation errors are resampled from the user's sample (no
-density fitted or evaluated), run by
-:class:`~sklearn_measattn.assimilation.LearnedAnalysis` bound to the user's
-model, inflation and relaxation tuned on the tuning problems as the others'
-parameters are. ``--recipe residual`` (the default) is the recipe of the
-shipped ``quantile_residual_fit`` (a residual network, the quantile loss,
-the Kalman features, Student-t priors among the synthetic ones; about 3.5
-minutes per law on two cores); its models ship with the package
-(``pretrained_analysis("sampled_contaminated")``, ``"sampled_skewed"``) and
-are used unless ``--models`` names a folder, where models are trained and
-saved (``<law>_<recipe>.safetensors``) or reused. ``--recipe energy`` is
-the first recipe (the energy loss against one stand-in, symlog, ranked
-features), whose models are in ``studies/results/sampled_noise_models``.
-``--train-only`` trains (or loads) the models and stops.
+With ``--learned``, a learned scalar update joins them (``learned``): the
+package's recipe trained likelihood-free on the user's sample alone
+(``fit_learned_analysis(SampledNoise(errors), random_state=0)``: observation
+errors resampled from the sample, no density fitted or evaluated; about 3.5
+minutes per law on two cores), bound to the user's model, inflation and
+relaxation tuned on the tuning problems as the others' parameters are. Its
+models ship with the package (``pretrained_analysis("sampled_contaminated")``,
+``"sampled_skewed"``) and are used unless ``--models`` names a folder, where
+models are trained and saved (``<law>.safetensors``) or reused.
+``--train-only`` trains (or loads) the models and stops. The models of an
+earlier recipe (energy loss, ranked symlog features) in
+``studies/results/sampled_noise_models`` and their rows in
+``studies/results/sampled_noise.csv`` and ``sampled_noise_longer_training.*``
+are records of code no longer in the repository.
 
 The rank histogram filters share one inflation, tuned the same way with the
 user's kernel density. Printed: per law and seed, each filter's time-averaged
@@ -68,18 +65,23 @@ import time
 from pathlib import Path
 
 import numpy as np
+from assimilation_reference import LEARNED_GRID
 
+from sklearn_measattn import load_model, save_model
 from sklearn_measattn.assimilation import (
     KernelDensityObservationModel,
     LearnedAnalysis,
     RankHistogramFilter,
     RobustEnKF,
+    SampledNoise,
     SampledObservationModel,
+    compare_analyses,
     contaminated_errors,
-    make_synthetic_analysis_data,
+    fit_learned_analysis,
     make_twin_problem,
+    pretrained_analysis,
     skewed_errors,
-    twin_experiment,
+    tune_analysis,
 )
 
 LAWS = {
@@ -87,51 +89,22 @@ LAWS = {
     "skewed": lambda n, seed: skewed_errors(n, skewness=0.5, df=3.0, random_state=seed),
 }
 SAMPLE_BASED = ("RHF student-t", "RHF kde", "robust EnKF")
-ROBUST_GRID = [(i, c) for i in (1.02, 1.05, 1.1) for c in (1.0, 1.5, 2.0, 3.0)]  # (inflation, clip)
-LEARNED_GRID = [(i, r) for i in (1.0, 1.02, 1.05) for r in (0.0, 0.3)]  # (inflation, relaxation)
-NOISE_RATIO_RANGE = (0.2, 30.0)
+ROBUST_GRID = {"inflation": (1.02, 1.05, 1.1), "clip": (1.0, 1.5, 2.0, 3.0)}
 
 
-RECIPES = {
-    # the recipe of the shipped quantile_residual_fit: residual network, quantile loss, Kalman features,
-    # Student-t priors among the synthetic ones, read at the levels (k - 0.45) / (N + 0.1)
-    "residual": {"noise_ratio_range": (0.1, 100.0), "level_offset": 0.45},
-    # the first recipe: energy loss against one stand-in, ranked features on symlog
-    "energy": {"noise_ratio_range": NOISE_RATIO_RANGE},
-}
-
-
-def learned_model(user, path, *, recipe, n_priors, epochs, seed=0):
-    """The learned scalar update for the user's sample: loaded from ``path``, or trained likelihood-free and saved.
-
-    The training pairs simulate observation errors by resampling the
-    user's sample (no density fitted or evaluated).
-    """
-    from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
-
-    if path.exists():
-        return load_model(path)
-    begin = time.perf_counter()
-    if recipe == "residual":
-        from learned_bayes import fit_residual_analysis
-
-        model = fit_residual_analysis(n_priors, laws=[user], max_epochs=epochs, seed=seed, verbose=0,
-                                      prior_weights={"gaussian": 0.5, "skewed": 0.3, "bimodal": 0.2,
-                                                     "student_t": 0.25})
-    else:
-        from skorch.callbacks import LRScheduler
-
-        X, y = make_synthetic_analysis_data(user, n_priors=n_priors, draws=4, noise_ratio_range=NOISE_RATIO_RANGE,
-                                            random_state=seed)
-        model = MeasureTransformerRegressor(
-            kernel="softmax", transform="symlog", d_model=32, n_heads=4, n_layers=2, dim_feedforward=64,
-            batch_size=256, max_epochs=epochs, lr=2e-3, random_state=seed,
-            callbacks=[LRScheduler(policy="CosineAnnealingLR", T_max=epochs)],
-        ).fit(X, y)
-    print(f"trained ({recipe}) in {time.perf_counter() - begin:.0f} s; saved to {path}", flush=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_model(model, path)
-    return model
+def learned_step(law, user, args):
+    """The learned scalar update for the user's sample: shipped, or in ``--models`` (trained there if absent)."""
+    if args.models is None:
+        return pretrained_analysis(f"sampled_{law}")
+    path = args.models / f"{law}.safetensors"
+    if not path.exists():
+        begin = time.perf_counter()
+        step = fit_learned_analysis(SampledNoise(user.errors), n_priors=args.learned_priors,
+                                    max_epochs=args.learned_epochs, random_state=0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_model(step.estimator, path)
+        print(f"trained in {time.perf_counter() - begin:.0f} s; saved to {path}", flush=True)
+    return LearnedAnalysis(load_model(path))
 
 
 def parse_args(argv=None):
@@ -151,11 +124,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=str, default=None, help="a CSV file for the rows")
     parser.add_argument("--learned", action="store_true", help="add the learned step trained on the user's sample")
     parser.add_argument("--models", type=Path, default=None,
-                        help="where the learned models are saved (<law>_<recipe>.safetensors), and reused from; "
-                             "default: the package's shipped models for the residual recipe (sampled_<law>), "
-                             "studies/results/sampled_noise_models for the energy recipe")
-    parser.add_argument("--recipe", choices=tuple(RECIPES), default="residual",
-                        help="how the learned step is trained (model files are named <law>_<recipe>)")
+                        help="where the learned models are trained and saved (<law>.safetensors), and reused from; "
+                             "default: the package's shipped models (sampled_<law>)")
     parser.add_argument("--learned-priors", type=int, default=30000, help="synthetic priors to train on")
     parser.add_argument("--learned-epochs", type=int, default=5)
     parser.add_argument("--train-only", action="store_true", help="train (or load) the learned models and stop")
@@ -168,99 +138,88 @@ def parse_args(argv=None):
     return args
 
 
-def model_path(args, law):
-    """The model file of ``law``'s learned step: in ``--models``, or the shipped one."""
-    if args.models is not None:
-        return args.models / f"{law}_{args.recipe}.safetensors"
-    if args.recipe == "residual":
-        from sklearn_measattn.assimilation import analysis_model_path
-
-        return analysis_model_path(f"sampled_{law}")
-    return Path("studies/results/sampled_noise_models") / f"{law}_{args.recipe}.safetensors"
-
-
 def problems_for(nature, user, seeds, n_cycles):
     """Twin problems whose observations nature's model makes, with the user's model for the filters to bind to."""
     return [dataclasses.replace(make_twin_problem(observation_model=nature, n_cycles=n_cycles, random_state=seed),
                                 observation_model=user) for seed in seeds]
 
 
-def tuned(candidates, problems, settings, spin_up):
-    """The candidate step with the fewest divergences, then the lowest mean RMSE, over the tuning problems."""
-    best = None
-    for candidate in candidates:
-        results = [twin_experiment(candidate, problem, spin_up=spin_up, **settings) for problem in problems]
-        key = (sum(r.diverged for r in results), float(np.mean([r.rmse for r in results])))
-        if best is None or key < best[0]:
-            best = (key, candidate)
-    return best[1]
+def tune_filters(law, user, nature, args):
+    """The filters of one law, their parameters tuned on the tuning problems (fewest divergences, then mean RMSE)."""
+    radius = args.localization_radius
+    tuning = problems_for(nature, user, args.tuning_seeds, args.tuning_cycles)
+
+    def tune(step, grid):
+        return tune_analysis(step, grid, tuning, ensemble_size=args.ensemble_size,
+                             spin_up=min(args.spin_up, args.tuning_cycles // 3), random_state=0)
+
+    student_t, kde = user.fit_student_t(), user.kernel_density()
+    reference = KernelDensityObservationModel(nature.errors, n_variables=args.n_variables)
+    variance = user.variance
+    print(f"user's sample robust scale {user.noise_scale:.3f}, variance "
+          f"{'none (fitted df <= 2)' if variance is None else f'{variance:.3f}'}; fitted Student-t df "
+          f"{student_t.df:.3f}, scale {student_t.noise_scale:.3f}; kernel bandwidth {kde.bandwidth_:.3f} "
+          f"(reference {reference.bandwidth_:.3f})")
+    robust = tune(RobustEnKF(localization_radius=radius), ROBUST_GRID).best_step
+    rhf = RankHistogramFilter(inflation=args.rhf_inflations[0], localization_radius=radius, likelihood=kde)
+    if len(args.rhf_inflations) > 1:
+        rhf = tune(rhf, {"inflation": args.rhf_inflations}).best_step
+    print(f"tuned: robust EnKF inflation {robust.inflation}, clip {robust.clip}; RHF inflation {rhf.inflation}")
+    # the rank histogram filters share the inflation tuned with the user's kernel density
+    filters = {"RHF student-t": _with_likelihood(rhf, student_t), "RHF kde": rhf, "robust EnKF": robust,
+               "RHF reference": _with_likelihood(rhf, reference)}
+    if args.learned:
+        learned = tune(learned_step(law, user, args).set_params(localization_radius=radius), LEARNED_GRID)
+        filters["learned"] = learned.best_step
+        print(f"tuned: learned {learned.best_params}", flush=True)
+    return filters
+
+
+def _with_likelihood(step, likelihood):
+    return type(step)(**{**step.get_params(deep=False), "likelihood": likelihood})
+
+
+def held_out(filters, user, nature, law, args):
+    """Rows of every filter on the held-out seeds, with the ratio to the best sample-based filter's RMSE."""
+    problems = problems_for(nature, user, args.seeds, args.n_cycles)
+    results = compare_analyses(filters, problems, ensemble_size=args.ensemble_size, spin_up=args.spin_up,
+                               random_state=0)
+    rows = []
+    print(f"{'seed':>4}  {'filter':<14} {'rmse':>7} {'ratio':>6} {'diverged':>8} {'s/cycle':>8}")
+    for index, seed in enumerate(args.seeds):
+        mine = [result for result in results if result["problem"] == index]
+        best = min(result["rmse"] for result in mine if result["step"] in SAMPLE_BASED)
+        for result in mine:
+            row = {"law": law, "seed": seed, "filter": result["step"], "rmse": result["rmse"],
+                   "ratio": result["rmse"] / best, "diverged": result["diverged"],
+                   "seconds_per_cycle": result["ms_per_cycle"] / 1e3, "spread": result["spread"],
+                   "crps": result["crps"]}
+            rows.append(row)
+            print(f"{seed:>4}  {row['filter']:<14} {row['rmse']:7.4f} {row['ratio']:6.3f} {str(row['diverged']):>8} "
+                  f"{row['seconds_per_cycle']:8.4f}")
+    for name in filters:
+        mine = [row for row in rows if row["filter"] == name]
+        print(f"mean  {name:<14} {np.mean([r['rmse'] for r in mine]):7.4f} "
+              f"{np.mean([r['ratio'] for r in mine]):6.3f} {sum(r['diverged'] for r in mine):>8} "
+              f"{np.mean([r['seconds_per_cycle'] for r in mine]):8.4f}")
+    return rows
 
 
 def main(argv=None):
     args = parse_args(argv)
     start = time.perf_counter()
-    settings = {"ensemble_size": args.ensemble_size, "random_state": 0}
-    radius = args.localization_radius
     rows = []
     print(f"{args.n_variables} variables, {args.ensemble_size} members, {args.n_cycles} cycles (spin-up "
           f"{args.spin_up}), seeds {args.seeds}; user's sample {args.n_errors} errors, nature's {args.n_reference}")
     for law in args.laws:
         law_index, draw = list(LAWS).index(law), LAWS[law]
         user = SampledObservationModel(draw(args.n_errors, 10 * law_index), n_variables=args.n_variables)
-        nature_errors = draw(args.n_reference, 10 * law_index + 1)
-        nature = SampledObservationModel(nature_errors, n_variables=args.n_variables)
+        nature = SampledObservationModel(draw(args.n_reference, 10 * law_index + 1), n_variables=args.n_variables)
         if args.train_only:
-            learned_model(user, model_path(args, law), recipe=args.recipe, n_priors=args.learned_priors,
-                          epochs=args.learned_epochs)
+            learned_step(law, user, args)
             continue
-        student_t, kde = user.fit_student_t(), user.kernel_density()
-        reference = KernelDensityObservationModel(nature_errors, n_variables=args.n_variables)
-        variance = user.variance
-        print(f"\n{law}: user's sample robust scale {user.noise_scale:.3f}, variance "
-              f"{'none (fitted df <= 2)' if variance is None else f'{variance:.3f}'}; fitted Student-t df "
-              f"{student_t.df:.3f}, scale {student_t.noise_scale:.3f}; kernel bandwidth {kde.bandwidth_:.3f} "
-              f"(reference {reference.bandwidth_:.3f})")
-
-        tuning = problems_for(nature, user, args.tuning_seeds, args.tuning_cycles)
-        tuning_spin_up = min(args.spin_up, args.tuning_cycles // 3)
-        robust = tuned([RobustEnKF(inflation=i, clip=c, localization_radius=radius) for i, c in ROBUST_GRID],
-                       tuning, settings, tuning_spin_up)
-        rhf_inflation = args.rhf_inflations[0]
-        if len(args.rhf_inflations) > 1:
-            rhf_inflation = tuned([RankHistogramFilter(inflation=i, localization_radius=radius, likelihood=kde)
-                                   for i in args.rhf_inflations], tuning, settings, tuning_spin_up).inflation
-        print(f"tuned: robust EnKF inflation {robust.inflation}, clip {robust.clip}; RHF inflation {rhf_inflation}")
-        filters = {
-            name: RankHistogramFilter(inflation=rhf_inflation, localization_radius=radius, likelihood=likelihood)
-            for name, likelihood in (("RHF student-t", student_t), ("RHF kde", kde), ("RHF reference", reference))
-        }
-        filters = {**{name: filters[name] for name in SAMPLE_BASED[:2]}, "robust EnKF": robust,
-                   "RHF reference": filters["RHF reference"]}
-        if args.learned:
-            model = learned_model(user, model_path(args, law), recipe=args.recipe, n_priors=args.learned_priors,
-                                  epochs=args.learned_epochs)
-            filters["learned"] = tuned([LearnedAnalysis(model, inflation=i, relaxation=r, localization_radius=radius,
-                                                        **RECIPES[args.recipe])
-                                        for i, r in LEARNED_GRID], tuning, settings, tuning_spin_up)
-            print(f"tuned: learned inflation {filters['learned'].inflation}, relaxation "
-                  f"{filters['learned'].relaxation}", flush=True)
-        print(f"{'seed':>4}  {'filter':<14} {'rmse':>7} {'ratio':>6} {'diverged':>8} {'s/cycle':>8}")
-        for seed, problem in zip(args.seeds, problems_for(nature, user, args.seeds, args.n_cycles)):
-            results = {name: twin_experiment(step, problem, spin_up=args.spin_up, **settings)
-                       for name, step in filters.items()}
-            best = min(results[name].rmse for name in SAMPLE_BASED)
-            for name, result in results.items():
-                row = {"law": law, "seed": seed, "filter": name, "rmse": result.rmse, "ratio": result.rmse / best,
-                       "diverged": result.diverged, "seconds_per_cycle": result.seconds_per_cycle,
-                       "spread": result.spread, "crps": result.crps}
-                rows.append(row)
-                print(f"{seed:>4}  {name:<14} {result.rmse:7.4f} {row['ratio']:6.3f} {str(result.diverged):>8} "
-                      f"{result.seconds_per_cycle:8.4f}")
-        for name in filters:
-            mine = [row for row in rows if row["law"] == law and row["filter"] == name]
-            print(f"mean  {name:<14} {np.mean([r['rmse'] for r in mine]):7.4f} "
-                  f"{np.mean([r['ratio'] for r in mine]):6.3f} {sum(r['diverged'] for r in mine):>8} "
-                  f"{np.mean([r['seconds_per_cycle'] for r in mine]):8.4f}")
+        print(f"\n{law}: ", end="")
+        rows += held_out(tune_filters(law, user, nature, args), user, nature, law, args)
     if args.out and rows:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
