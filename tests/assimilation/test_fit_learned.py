@@ -5,14 +5,17 @@ import pytest
 
 from sklearn_measattn import load_model, save_model
 from sklearn_measattn.assimilation import (
+    GaussianNoise,
     LearnedAnalysis,
     ObservationModel,
-    SampledObservationModel,
+    RankHistogramFilter,
+    SampledNoise,
+    compare_analyses,
     contaminated_errors,
     fit_learned_analysis,
     make_twin_problem,
     pretrained_analysis,
-    twin_experiment,
+    tune_analysis,
 )
 
 TINY = dict(n_priors=1500, ensemble_size=10, d_model=16, n_heads=2, n_layers=1, max_epochs=3)
@@ -20,7 +23,7 @@ TINY = dict(n_priors=1500, ensemble_size=10, d_model=16, n_heads=2, n_layers=1, 
 
 @pytest.fixture(scope="module")
 def gaussian_step():
-    return fit_learned_analysis(ObservationModel(n_variables=4), **TINY)
+    return fit_learned_analysis(GaussianNoise(), **TINY)
 
 
 def test_the_recipe_is_read_back_from_the_model_file(gaussian_step, tmp_path):
@@ -66,14 +69,24 @@ def test_a_recipe_of_another_kind_is_refused(gaussian_step):
         LearnedAnalysis(local).bind(ObservationModel(n_variables=8))
 
 
-def test_a_record_of_errors_trains_a_step_that_runs_in_a_filter():
-    errors = contaminated_errors(1000, random_state=0)
-    step = fit_learned_analysis(SampledObservationModel(errors, n_variables=4), **TINY)
+def test_a_users_record_trains_saves_loads_runs_tunes_and_compares_through_public_calls(tmp_path):
+    # the workflow of a user with only the installed package: a record of errors in, a tuned step compared out
+    law = SampledNoise(contaminated_errors(1000, random_state=0))
+    step = fit_learned_analysis(law, **TINY)
+    save_model(step.estimator, tmp_path / "mine.safetensors")
+    step = LearnedAnalysis(load_model(tmp_path / "mine.safetensors"))
     assert "1000 recorded errors" in step.estimator.analysis_recipe_["trained_by"]["noise"][0]
-    problem = make_twin_problem(observation_model=SampledObservationModel(errors, n_variables=8), n_cycles=20,
-                                random_state=0)
-    result = twin_experiment(step.set_params(inflation=1.05), problem, ensemble_size=10, spin_up=5, random_state=0)
-    assert result.rmse_per_cycle.shape == (20,) and np.isfinite(result.rmse_per_cycle).all()
+
+    def problems(seeds):
+        return [make_twin_problem(n_variables=8, noise=law, n_cycles=20, random_state=seed) for seed in seeds]
+
+    tuned = tune_analysis(step, {"inflation": [1.0, 1.05]}, problems([1000]), ensemble_size=10, spin_up=5)
+    assert {tuple(c["params"].items()) for c in tuned.candidates} == {(("inflation", 1.0),), (("inflation", 1.05),)}
+    rows = compare_analyses({"mine": tuned.best_step, "RHF": RankHistogramFilter(likelihood=law.kernel_density())}, problems([7]),
+                            ensemble_size=10, spin_up=5, reference="RHF")
+    assert [row["step"] for row in rows] == ["mine", "RHF"]
+    assert all(np.isfinite(row["rmse"]) for row in rows)
+    assert rows[1]["rmse_ratio"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
