@@ -1,6 +1,5 @@
 """The learned analysis models shipped with the package load, and run in a filter without training."""
 
-import numpy as np
 import pytest
 
 from sklearn_measattn import MeasureTransformerRegressor, load_model
@@ -60,7 +59,7 @@ def test_every_scalar_model_is_read_by_the_recipe_its_file_holds(name):
     assert recipe["trained_by"]["function"] == "fit_learned_analysis"
     assert step.noise_ratio_range_ == tuple(recipe["noise_ratio_range"]) == (0.1, 100.0)
     assert step.level_offset_ == recipe["level_offset"] == 0.45
-    assert f"fit_learned_analysis(" in ANALYSIS_MODELS[name]
+    assert "fit_learned_analysis(" in ANALYSIS_MODELS[name]
     with pytest.raises(ValueError, match="noise_ratio_range"):
         pretrained_analysis(name, noise_ratio_range=(0.2, 30.0)).bind(ObservationModel(n_variables=4))
 
