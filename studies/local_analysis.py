@@ -125,12 +125,12 @@ def _params(step):
     return ";".join(f"{k}={v}" for k, v in sorted(step.get_params(deep=False).items()) if k != "estimator")
 
 
-def run(setting, seeds, out, n_jobs, methods=None):
+def run(setting, seeds, out, n_jobs, methods=None, tuning_cycles=TUNING_CYCLES):
     spec = SETTINGS[setting]
     rows = read(out) if out.exists() else []
     all_grids = grids(setting)
     names = list(methods) if methods else [*spec["methods"], "local learned"]
-    tuning = problems(setting, TUNING_SEEDS, TUNING_CYCLES + SPIN_UP)
+    tuning = problems(setting, TUNING_SEEDS, tuning_cycles + SPIN_UP)
     held_out = problems(setting, seeds, spec["cycles"] + SPIN_UP)
     for size in spec["sizes"]:
         done = {(row["method"], int(row["seed"])) for row in rows
@@ -338,6 +338,8 @@ def main(argv=None):
     parser.add_argument("--seeds", type=int, nargs="+", default=[61, 62, 63])
     parser.add_argument("--out", type=Path, default=Path("studies/results/local_analysis.csv"))
     parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--tuning-cycles", type=int, default=TUNING_CYCLES,
+                        help=f"scored cycles of each tuning problem (default {TUNING_CYCLES})")
     parser.add_argument("--render", type=Path, nargs="+", default=None, help="render these CSVs instead of running")
     parser.add_argument("--rst", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -350,7 +352,7 @@ def main(argv=None):
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; seeds {args.seeds}",
           flush=True)
     for setting in args.settings:
-        run(setting, args.seeds, args.out, args.n_jobs, args.methods)
+        run(setting, args.seeds, args.out, args.n_jobs, args.methods, args.tuning_cycles)
 
 
 if __name__ == "__main__":
