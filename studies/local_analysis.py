@@ -289,7 +289,8 @@ def render(rows):
 
             best = {seed: min((score(m, seed, "rmse"), m) for m in methods if not m.startswith("local learned"))
                     for seed in seeds}
-            lines += [f"{TITLES[setting]}, N = {size}", "^" * 60, "",
+            title = f"{TITLES[setting]}, N = {size}"
+            lines += [title, "^" * max(60, len(title)), "",
                       f"Seeds {', '.join(map(str, seeds))}; RMSE and CRPS per seed, after {SPIN_UP} cycles of spin-up; "
                       "ratios to the tuned LETKF and to the best baseline of each seed ((d), div.: the run lost the "
                       "truth by the package's rule; n/a: the reference did).", ""]
