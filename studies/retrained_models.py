@@ -22,13 +22,12 @@ import argparse
 import csv
 from pathlib import Path
 
-from sampled_noise import LAWS, problems_for
+from sampled_noise import LAWS, problems_for, records
 
 from sklearn_measattn import load_model
 from sklearn_measattn.assimilation import (
     LearnedAnalysis,
     RankHistogramFilter,
-    SampledObservationModel,
     compare_analyses,
 )
 
@@ -48,10 +47,7 @@ def main(argv=None):
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="a CSV the rows are appended to")
     args = parser.parse_args(argv)
-    # the sampled-noise study's records: the user's 10^4 errors and nature's 10^6, seeded by the law
-    seed = 10 * list(LAWS).index(args.law)
-    user = SampledObservationModel(LAWS[args.law](10_000, seed), n_variables=40)
-    nature = SampledObservationModel(LAWS[args.law](1_000_000, seed + 1), n_variables=40)
+    user, nature = records(args.law, 10_000, 1_000_000, 40)  # the sampled-noise study's records of the law
     settings = dict(inflation=args.inflation, localization_radius=args.localization_radius)
     steps = {"RHF kde": RankHistogramFilter(likelihood=user.kernel_density(), **settings)}
     for spec in args.models:

@@ -138,6 +138,13 @@ def parse_args(argv=None):
     return args
 
 
+def records(law, n_errors, n_reference, n_variables):
+    """The user's observation model (``n_errors`` errors of ``law``) and nature's (``n_reference``), seeded by the law."""
+    seed = 10 * list(LAWS).index(law)
+    return (SampledObservationModel(LAWS[law](n_errors, seed), n_variables=n_variables),
+            SampledObservationModel(LAWS[law](n_reference, seed + 1), n_variables=n_variables))
+
+
 def problems_for(nature, user, seeds, n_cycles):
     """Twin problems whose observations nature's model makes, with the user's model for the filters to bind to."""
     return [dataclasses.replace(make_twin_problem(observation_model=nature, n_cycles=n_cycles, random_state=seed),
@@ -212,9 +219,7 @@ def main(argv=None):
     print(f"{args.n_variables} variables, {args.ensemble_size} members, {args.n_cycles} cycles (spin-up "
           f"{args.spin_up}), seeds {args.seeds}; user's sample {args.n_errors} errors, nature's {args.n_reference}")
     for law in args.laws:
-        law_index, draw = list(LAWS).index(law), LAWS[law]
-        user = SampledObservationModel(draw(args.n_errors, 10 * law_index), n_variables=args.n_variables)
-        nature = SampledObservationModel(draw(args.n_reference, 10 * law_index + 1), n_variables=args.n_variables)
+        user, nature = records(law, args.n_errors, args.n_reference, args.n_variables)
         if args.train_only:
             learned_step(law, user, args)
             continue

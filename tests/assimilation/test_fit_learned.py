@@ -82,8 +82,9 @@ def test_a_users_record_trains_saves_loads_runs_tunes_and_compares_through_publi
 
     tuned = tune_analysis(step, {"inflation": [1.0, 1.05]}, problems([1000]), ensemble_size=10, spin_up=5)
     assert {tuple(c["params"].items()) for c in tuned.candidates} == {(("inflation", 1.0),), (("inflation", 1.05),)}
-    rows = compare_analyses({"mine": tuned.best_step, "RHF": RankHistogramFilter(likelihood=law.kernel_density())}, problems([7]),
-                            ensemble_size=10, spin_up=5, reference="RHF")
+    rhf = RankHistogramFilter(likelihood=law.kernel_density())
+    rows = compare_analyses({"mine": tuned.best_step, "RHF": rhf}, problems([7]), ensemble_size=10, spin_up=5,
+                            reference="RHF")
     assert [row["step"] for row in rows] == ["mine", "RHF"]
     assert all(np.isfinite(row["rmse"]) for row in rows)
     assert rows[1]["rmse_ratio"] == pytest.approx(1.0)
