@@ -74,14 +74,14 @@ DAPPER_GRIDS = {
 TUNING_SPIN_UP = 50
 
 
-def dapper_params(name, grid, problems, members):
+def dapper_params(name, grid, problems, members, spin_up=TUNING_SPIN_UP):
     """DAPPER's parameters of ``grid`` by the package's tuning rule (``TUNING_RULE``) on ``problems``.
 
     ``tune_analysis`` tunes the package's steps; DAPPER's filters run
-    through ``run_dapper``, so their few candidates are ranked here.
+    through ``run_dapper``, so their candidates are ranked here.
     """
     def score(params):
-        results = [run_dapper(name, problem, ensemble_size=members, spin_up=TUNING_SPIN_UP, random_state=0, **params)
+        results = [run_dapper(name, problem, ensemble_size=members, spin_up=spin_up, random_state=0, **params)
                    for problem in problems]
         return sum(r.diverged for r in results), float(np.mean([r.rmse for r in results]))
 

@@ -154,3 +154,22 @@ def test_tuning_keeps_the_fitted_model_of_a_learned_step(untrained):
     problem = make_twin_problem(n_variables=12, observed="every_other", n_cycles=30, random_state=4)
     tuning = tune_analysis(untrained, {"inflation": [1.0, 1.05]}, [problem], ensemble_size=6, spin_up=10)
     assert tuning.best_step.estimator is untrained.estimator and len(tuning.candidates) == 2
+
+
+def test_correction_weight_moves_the_analysis_from_the_letkf_to_the_network():
+    model = ObservationModel(n_variables=40, observed=np.arange(0, 40, 4))
+    rng = np.random.default_rng(5)
+    forecast = rng.standard_normal((10, 40)) + np.sin(np.arange(40))
+    observation = rng.standard_normal(10) * 2.0
+
+    def analysis(weight):
+        return pretrained_analysis("local", correction_weight=weight, localization_radius=5.0).bind(model)(
+            forecast, observation)
+
+    letkf = LETKF(inflation=1.0, localization_radius=5.0, clip=3.0).bind(model)(forecast, observation)
+    network, half = analysis(1.0), analysis(0.5)
+    np.testing.assert_allclose(analysis(0.0), letkf, atol=1e-10)
+    assert np.abs(network - letkf).max() > 1e-2  # the shipped network does correct the LETKF
+    np.testing.assert_allclose(half, 0.5 * (letkf + network), atol=1e-9)
+    with pytest.raises(ValueError, match="correction_weight"):
+        pretrained_analysis("local", correction_weight=1.5).bind(model)
