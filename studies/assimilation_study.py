@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from joblib import Parallel, delayed
 
 from sklearn_measattn.assimilation import (
     EnKF,
@@ -74,18 +75,19 @@ DAPPER_GRIDS = {
 TUNING_SPIN_UP = 50
 
 
-def dapper_params(name, grid, problems, members, spin_up=TUNING_SPIN_UP):
+def dapper_params(name, grid, problems, members, spin_up=TUNING_SPIN_UP, n_jobs=None):
     """DAPPER's parameters of ``grid`` by the package's tuning rule (``TUNING_RULE``) on ``problems``.
 
     ``tune_analysis`` tunes the package's steps; DAPPER's filters run
-    through ``run_dapper``, so their candidates are ranked here.
+    through ``run_dapper``, so their candidates are ranked here (the runs in
+    parallel through joblib).
     """
-    def score(params):
-        results = [run_dapper(name, problem, ensemble_size=members, spin_up=spin_up, random_state=0, **params)
-                   for problem in problems]
-        return sum(r.diverged for r in results), float(np.mean([r.rmse for r in results]))
-
-    return min(grid, key=score)
+    results = Parallel(n_jobs=n_jobs)(
+        delayed(run_dapper)(name, problem, ensemble_size=members, spin_up=spin_up, random_state=0, **params)
+        for params in grid for problem in problems)
+    scores = [(sum(r.diverged for r in chunk), float(np.mean([r.rmse for r in chunk])))
+              for chunk in (results[k:k + len(problems)] for k in range(0, len(results), len(problems)))]
+    return grid[min(range(len(grid)), key=scores.__getitem__)]
 
 
 def main(argv=None):

@@ -11,7 +11,12 @@ the tuned LETKF and to the best baseline of the same seed.
 Usage::
 
     python studies/local_analysis.py --settings mnmef_sd1 --out studies/results/local_analysis.csv
-    python studies/local_analysis.py --render studies/results/local_analysis.csv --rst docs/local_analysis_results.rst
+    python studies/local_analysis.py --render studies/results/local_analysis.csv \
+        studies/results/local_analysis_dapper.csv --rst docs/local_analysis_results.rst
+
+DAPPER's LETKF (where DAPPER is installed) writes to its own file::
+
+    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" --out studies/results/local_analysis_dapper.csv
 """
 
 from __future__ import annotations
@@ -141,7 +146,7 @@ def run_dapper_letkf(setting, size, tuning, held_out, seeds, n_jobs):
     from joblib import Parallel, delayed
 
     start = time.perf_counter()
-    params = dapper_params("LETKF", dapper_grid(), tuning, size, spin_up=SPIN_UP)
+    params = dapper_params("LETKF", dapper_grid(), tuning, size, spin_up=SPIN_UP, n_jobs=n_jobs)
     print(f"{setting} N={size} {DAPPER_LETKF}: tuned {params} ({len(dapper_grid())} candidates, "
           f"{time.perf_counter() - start:.0f} s)", flush=True)
     results = Parallel(n_jobs=n_jobs)(delayed(run_dapper)("LETKF", problem, ensemble_size=size, spin_up=SPIN_UP,
