@@ -16,7 +16,8 @@ Usage::
 
 DAPPER's LETKF (where DAPPER is installed) writes to its own file::
 
-    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" --out studies/results/local_analysis_dapper.csv
+    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" \
+        --out studies/results/local_analysis_dapper.csv
 """
 
 from __future__ import annotations
