@@ -146,9 +146,9 @@ def run_dapper_letkf(setting, size, tuning, held_out, seeds, n_jobs):
     from assimilation_study import dapper_params  # imports DAPPER's runner only where it is asked for
     from joblib import Parallel, delayed
 
-    start = time.perf_counter()
-    params = dapper_params("LETKF", dapper_grid(), tuning, size, spin_up=SPIN_UP, n_jobs=n_jobs)
-    print(f"{setting} N={size} {DAPPER_LETKF}: tuned {params} ({len(dapper_grid())} candidates, "
+    start, grid = time.perf_counter(), dapper_grid()
+    params = dapper_params("LETKF", grid, tuning, size, spin_up=SPIN_UP, n_jobs=n_jobs)
+    print(f"{setting} N={size} {DAPPER_LETKF}: tuned {params} ({len(grid)} candidates, "
           f"{time.perf_counter() - start:.0f} s)", flush=True)
     results = Parallel(n_jobs=n_jobs)(delayed(run_dapper)("LETKF", problem, ensemble_size=size, spin_up=SPIN_UP,
                                                           random_state=0, **params) for problem in held_out)

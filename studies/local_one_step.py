@@ -24,6 +24,12 @@ from sklearn_measattn.assimilation import LETKF, pretrained_analysis, twin_exper
 from sklearn_measattn.metrics import crps_ensemble
 
 
+def scores(ensemble, truth):
+    """RMSE of the mean, spread (the root of the mean variance, as ``twin_experiment`` has it) and mean CRPS."""
+    return (np.sqrt(np.mean((ensemble.mean(axis=0) - truth) ** 2)), np.sqrt(np.mean(ensemble.var(axis=0, ddof=1))),
+            crps_ensemble(ensemble.T, truth).mean())
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--setting", default="sakov_oke")
@@ -48,16 +54,11 @@ def main(argv=None):
     for weight in args.weights:
         step = pretrained_analysis("local", correction_weight=weight, localization_radius=args.localization_radius)
         step = step.bind(problem.observation_model)
-        scores = []
-        for cycle, forecast, truth in kept:
-            analysis = step(forecast, problem.observations[cycle])
-            scores.append((np.sqrt(np.mean((analysis.mean(axis=0) - truth) ** 2)),
-                           analysis.std(axis=0, ddof=1).mean(), crps_ensemble(analysis.T, truth).mean()))
-        rmse, spread, crps = np.mean(scores, axis=0)
+        rmse, spread, crps = np.mean([scores(step(forecast, problem.observations[cycle]), truth)
+                                      for cycle, forecast, truth in kept], axis=0)
         print(f"correction weight {weight:4.2f}: RMSE {rmse:.4f}  spread {spread:.4f}  CRPS {crps:.4f}")
-    rmse, spread = np.mean([(np.sqrt(np.mean((f.mean(axis=0) - t) ** 2)), f.std(axis=0, ddof=1).mean())
-                            for _, f, t in kept], axis=0)
-    print(f"forecast:                RMSE {rmse:.4f}  spread {spread:.4f}")
+    rmse, spread, crps = np.mean([scores(forecast, truth) for _, forecast, truth in kept], axis=0)
+    print(f"forecast:                RMSE {rmse:.4f}  spread {spread:.4f}  CRPS {crps:.4f}")
 
 
 if __name__ == "__main__":
