@@ -1,16 +1,21 @@
-"""One analysis step of the local learned analysis against its local ETKF analysis, on the forecasts of a tuned LETKF.
+"""One analysis step of the local learned analysis against its local ETKF analysis, from the forecasts of a cycle.
 
-The forecasts are recorded from a cycled LETKF run on a tuning problem of a
+The forecasts are recorded from a cycled run (a tuned LETKF, the learned
+scalar update or the local step itself: ``--cycle``) on a tuning problem of a
 setting of ``studies/local_analysis.py`` (seed 1000, never a held-out seed);
 every kept forecast is then analysed once by the local learned analysis at
-several correction weights (0 is the local ETKF analysis it corrects) and
-scored against the truth: the RMSE of the analysis mean, the mean spread and
-the CRPS per variable. A step that matches the ETKF here but loses to the
-LETKF in a cycle adds its error through the cycle, not in one step.
+several correction weights (0 is the local ETKF analysis it corrects), and by
+the learned scalar update with ``--scalar``, and scored against the truth: the
+RMSE of the analysis mean, the mean spread and the CRPS per variable, then the
+same of the next forecast made from that analysis. A step that matches
+another here but loses to it in a cycle adds its error through the cycle, not
+in one step.
 
 Usage::
 
     python studies/local_one_step.py --setting sakov_oke --members 40 --letkf inflation=1.02 localization_radius=12
+    python studies/local_one_step.py --setting other_cauchy_005 --members 20 --localization-radius 12 \
+        --weights 0 0.5 1 --scalar localization_radius=8 --cycle local
 """
 
 from __future__ import annotations
@@ -30,6 +35,18 @@ def scores(ensemble, truth):
             crps_ensemble(ensemble.T, truth).mean())
 
 
+def report(label, step, problem, kept):
+    """Print the analysis's scores, and those of the next forecast made from it (one observation interval later)."""
+    now, later = [], []
+    for cycle, forecast, truth in kept:
+        analysis = step(forecast, problem.observations[cycle])
+        now.append(scores(analysis, truth))
+        later.append(scores(problem.forecast(analysis), problem.truth[cycle + 2]))
+    (rmse, spread, crps), (next_rmse, next_spread, next_crps) = np.mean(now, axis=0), np.mean(later, axis=0)
+    print(f"{label} RMSE {rmse:.4f}  spread {spread:.4f}  CRPS {crps:.4f}   next forecast: RMSE {next_rmse:.4f}  "
+          f"spread {next_spread:.4f}  CRPS {next_crps:.4f}", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--setting", default="sakov_oke")
@@ -40,6 +57,10 @@ def main(argv=None):
                         help="of the local ETKF analysis the network corrects")
     parser.add_argument("--weights", type=float, nargs="+", default=[0.0, 0.25, 0.5, 1.0])
     parser.add_argument("--cycles", type=int, default=300)
+    parser.add_argument("--scalar", nargs="*", default=None,
+                        help="also score the scalar learned analysis with these parameters, name=value")
+    parser.add_argument("--cycle", choices=("letkf", "scalar", "local"), default="letkf",
+                        help="whose cycle records the forecasts (local: at the last of --weights)")
     args = parser.parse_args(argv)
     problem = problems(args.setting, (1000,), args.cycles + SPIN_UP)[0]
     kept = []
@@ -49,14 +70,23 @@ def main(argv=None):
             kept.append((cycle, forecast.copy(), truth.copy()))
 
     letkf = LETKF(**{k: float(v) for k, v in (item.split("=") for item in args.letkf)})
+    if args.cycle == "scalar":
+        letkf = pretrained_analysis("quantile_residual_fit", batch_disjoint=True,
+                                    **{k: float(v) for k, v in (item.split("=") for item in args.scalar)})
+    elif args.cycle == "local":
+        letkf = pretrained_analysis("local", correction_weight=args.weights[-1],
+                                    localization_radius=args.localization_radius)
     twin_experiment(letkf, problem, ensemble_size=args.members, spin_up=SPIN_UP, random_state=0, callback=keep)
     print(f"{args.setting}, N={args.members}, {len(kept)} forecasts of {letkf!r}")
     for weight in args.weights:
         step = pretrained_analysis("local", correction_weight=weight, localization_radius=args.localization_radius)
         step = step.bind(problem.observation_model)
-        rmse, spread, crps = np.mean([scores(step(forecast, problem.observations[cycle]), truth)
-                                      for cycle, forecast, truth in kept], axis=0)
-        print(f"correction weight {weight:4.2f}: RMSE {rmse:.4f}  spread {spread:.4f}  CRPS {crps:.4f}")
+        report(f"correction weight {weight:4.2f}:", step, problem, kept)
+    if args.scalar is not None:
+        step = pretrained_analysis("quantile_residual_fit", batch_disjoint=True,
+                                   **{k: float(v) for k, v in (item.split("=") for item in args.scalar)})
+        step = step.bind(problem.observation_model)
+        report("scalar learned:         ", step, problem, kept)
     rmse, spread, crps = np.mean([scores(forecast, truth) for _, forecast, truth in kept], axis=0)
     print(f"forecast:                RMSE {rmse:.4f}  spread {spread:.4f}  CRPS {crps:.4f}")
 

@@ -11,6 +11,7 @@ the network together: one forward pass per cycle.
 
 from __future__ import annotations
 
+import copy
 import sys
 import time
 from numbers import Integral, Real
@@ -288,20 +289,27 @@ class LocalLearnedAnalysis(AnalysisStep):
         "n_cycles": [NumberInterval(Integral, 1, None, closed="left")],
         "spin_up": [NumberInterval(Integral, 0, None, closed="left")],
         "every": [NumberInterval(Integral, 1, None, closed="left")],
+        "analysis": [HasMethods(["analyse", "bind"]), None],
+        "noise": "no_validation",
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
 def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.05, 0.1, 0.15),
-                     observation_spacings=(1, 2, 4), n_cycles=800, spin_up=100, every=3, random_state=None):
-    """Forecast ensembles of ``N + 1`` members recorded from cycled LETKF runs, the priors of local training pairs.
+                     observation_spacings=(1, 2, 4), n_cycles=800, spin_up=100, every=3, analysis=None, noise=None,
+                     random_state=None):
+    """Forecast ensembles of ``N + 1`` members recorded from cycled runs of a filter, the priors of local training pairs.
 
-    For every ensemble size ``N``, observation interval and spacing of the
-    observed variables (every ``k``-th), a Lorenz-96 twin problem with unit
-    Gaussian noise is run by a :class:`LETKF` with ``N + 1`` members (inflation
-    1.1, localisation 4), and every ``every``-th forecast after ``spin_up``
-    is kept. Their truth is not used later: one member of each ensemble
-    becomes the stand-in truth (:func:`make_local_analysis_data`).
+    For every ensemble size ``N``, observation interval, spacing of the
+    observed variables (every ``k``-th) and noise law, a Lorenz-96 twin
+    problem is run by ``analysis`` (a :class:`LETKF` by default) with ``N +
+    1`` members, and every ``every``-th forecast after ``spin_up`` is kept.
+    Their truth is not used later: one member of each ensemble becomes the
+    stand-in truth (:func:`make_local_analysis_data`). Recording from the
+    cycle of a trained :class:`LocalLearnedAnalysis` under heavy-tailed
+    noise gives the priors it meets in its own cycle, which a LETKF under
+    Gaussian noise does not reach; :func:`fit_local_analysis` can train
+    further on them (``warm_start``).
 
     Parameters
     ----------
@@ -316,36 +324,50 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
     n_cycles, spin_up, every : int
         Cycles per run, cycles before the first recorded forecast, and the
         recording period.
+    analysis : AnalysisStep or None, default=None
+        The filter that cycles; None: ``LETKF(inflation=1.1, localization_radius=4.0)``.
+    noise : NoiseLaw, ObservationModel, list of them or None, default=None
+        The observation-noise laws of the runs (one run per law and
+        setting); None: Gaussian of scale 1.
     random_state : int, RandomState instance or None, default=None
         Seeds the runs.
 
     Returns
     -------
     list of ndarray
-        The forecasts, each ``(N + 1, n_variables)``.
+        The forecasts, each ``(N + 1, n_variables)`` (a run that blows up
+        stops adding them).
 
     Examples
     --------
-    >>> from sklearn_measattn.assimilation import record_forecasts
+    >>> from sklearn_measattn.assimilation import CauchyNoise, GaussianNoise, record_forecasts
     >>> forecasts = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
     ...                              n_cycles=30, spin_up=10, every=5, random_state=0)
     >>> len(forecasts), forecasts[0].shape
     (4, (7, 12))
+    >>> len(record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+    ...                      n_cycles=30, spin_up=10, every=5, noise=[GaussianNoise(), CauchyNoise()], random_state=0))
+    8
     """
+    laws = [GaussianNoise()] if noise is None else as_noise_laws(noise, caller="record_forecasts")
+    analysis = LETKF(inflation=1.1, localization_radius=4.0) if analysis is None else analysis
     rng = check_random_state(random_state)
     forecasts = []
+
+    def keep(cycle, forecast, analysed, truth):
+        if cycle >= spin_up and (cycle - spin_up) % every == 0 and np.isfinite(forecast).all():
+            forecasts.append(forecast.copy())
+
     for size in ensemble_sizes:
         for dt in dt_obs:
             for spacing in observation_spacings:
-                problem = make_twin_problem(n_variables=n_variables, observed=np.arange(0, n_variables, spacing),
-                                            dt_obs=dt, n_cycles=n_cycles, random_state=rng.randint(2**31))
-
-                def keep(cycle, forecast, analysis, truth):
-                    if cycle >= spin_up and (cycle - spin_up) % every == 0:
-                        forecasts.append(forecast.copy())
-
-                twin_experiment(LETKF(inflation=1.1, localization_radius=4.0), problem, ensemble_size=int(size) + 1,
-                                spin_up=min(spin_up, n_cycles - 1), random_state=rng.randint(2**31), callback=keep)
+                for law in laws:
+                    problem = make_twin_problem(n_variables=n_variables, observed=np.arange(0, n_variables, spacing),
+                                                dt_obs=dt, noise=law, n_cycles=n_cycles,
+                                                random_state=rng.randint(2**31))
+                    twin_experiment(analysis, problem, ensemble_size=int(size) + 1,
+                                    spin_up=min(spin_up, n_cycles - 1), random_state=rng.randint(2**31),
+                                    callback=keep)
     return forecasts
 
 
@@ -460,8 +482,8 @@ def _default_laws():
 
 
 def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localization_radius=4.0, clip=3.0, n_draws=2,
-                       d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256, random_state=0,
-                       verbose=0, **estimator_params):
+                       d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256, warm_start=None,
+                       random_state=0, verbose=0, **estimator_params):
     """Train a local learned analysis for the noise laws you can draw from; returns a ready :class:`LocalLearnedAnalysis`.
 
     The recipe, likelihood-free and truth-free: forecasts of ``N + 1``
@@ -502,6 +524,15 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
         The network and its training (see
         :class:`~sklearn_measattn.MeasureTransformerRegressor`); the epochs
         count passes over all ensemble sizes.
+    warm_start : LocalLearnedAnalysis or None, default=None
+        A step made by this function (or loaded from its file) whose network
+        is trained further, for ``max_epochs`` more at ``lr``, instead of a
+        new one; ``window_radius``, ``localization_radius`` and ``clip``
+        must be its recipe's, and its network's size is kept (``d_model``,
+        ``n_heads``, ``n_layers`` and ``estimator_params`` are refused).
+        With forecasts from its own cycle (``record_forecasts(analysis=step,
+        ...)``), it learns the priors it makes itself. The step passed is
+        not changed.
     random_state : int, default=0
         Seeds the data and the network.
     verbose : int, default=0
@@ -524,6 +555,9 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     2
     """
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
+    if warm_start is not None:
+        _check_warm_start(warm_start, window_radius=window_radius, localization_radius=localization_radius, clip=clip,
+                          network_changed=(d_model, n_heads, n_layers) != (32, 4, 2) or bool(estimator_params))
     start = time.perf_counter()
     rng = check_random_state(random_state)
     if forecasts is None:
@@ -532,10 +566,22 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     X, y = make_local_analysis_data(forecasts, laws, window_radius=window_radius,
                                     localization_radius=localization_radius, clip=clip, n_draws=n_draws,
                                     noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31))
-    params = dict(kernel="softmax", residual=True, loss="energy", d_model=d_model, n_heads=n_heads, n_layers=n_layers,
-                  dim_feedforward=2 * d_model, lr=lr, batch_size=batch_size, max_epochs=1, random_state=random_state)
-    params.update(estimator_params)
-    estimator = MeasureTransformerRegressor(**params, warm_start=True)
+    if warm_start is None:
+        params = dict(kernel="softmax", residual=True, loss="energy", d_model=d_model, n_heads=n_heads,
+                      n_layers=n_layers, dim_feedforward=2 * d_model, lr=lr, batch_size=batch_size, max_epochs=1,
+                      random_state=random_state)
+        params.update(estimator_params)
+        estimator = MeasureTransformerRegressor(**params, warm_start=True)
+        earlier = []
+    else:
+        estimator = copy.deepcopy(warm_start.estimator).set_params(lr=lr, batch_size=batch_size, max_epochs=1,
+                                                                  warm_start=True, verbose=0)
+        params = {key: value for key, value in estimator.get_params().items()
+                  if key in warm_start.estimator.analysis_recipe_["trained_by"]["estimator"]}
+        params.update(lr=lr, batch_size=batch_size)
+        earlier = [*warm_start.estimator.analysis_recipe_["trained_by"].get("earlier", []),
+                   {key: value for key, value in warm_start.estimator.analysis_recipe_["trained_by"].items()
+                    if key != "earlier"}]
     sizes = sorted(X)
     for epoch in range(max_epochs):
         for size in sizes:
@@ -561,6 +607,32 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
             "max_epochs": int(max_epochs),
             "estimator": {key: value for key, value in params.items() if isinstance(value, (int, float, str, bool))},
             "seconds": round(time.perf_counter() - start, 1),
+            **({"earlier": earlier} if earlier else {}),
         },
     }
     return LocalLearnedAnalysis(estimator)
+
+
+def _check_warm_start(step, *, window_radius, localization_radius, clip, network_changed):
+    """Refuse a warm start that is not a trained local step, or whose features or network the call would change."""
+    if not isinstance(step, LocalLearnedAnalysis):
+        raise TypeError(
+            f"warm_start must be a LocalLearnedAnalysis (from fit_local_analysis, pretrained_analysis('local') or "
+            f"a loaded model file); got {type(step).__name__}."
+        )
+    recipe = _checked_recipe(step.estimator)
+    wanted = {"window_radius": (window_radius, recipe["window_radius"]),
+              "localization_radius": (localization_radius, recipe["localization_radius"]),
+              "clip": (clip, recipe["letkf_clip"])}
+    differ = [f"{name}={mine!r} (its recipe: {theirs!r})" for name, (mine, theirs) in wanted.items()
+              if (mine is None) != (theirs is None) or (mine is not None and float(mine) != float(theirs))]
+    if differ:
+        raise ValueError(
+            f"warm_start's network reads windows made with other settings: {', '.join(differ)}. Pass its "
+            "recipe's values (step.estimator.analysis_recipe_), or train a new step without warm_start."
+        )
+    if network_changed:
+        raise ValueError(
+            "warm_start keeps its network: d_model, n_heads, n_layers and other estimator parameters cannot be "
+            "passed with it. Leave them out, or train a new step without warm_start."
+        )

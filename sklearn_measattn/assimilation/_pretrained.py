@@ -63,9 +63,15 @@ _SHIPPED = {
             "observations and each member's local ETKF analysis in, a correction of that analysis out, for all "
             "grid points in one batched call per cycle; trained likelihood-free and truth-free on LETKF forecasts "
             "of 10, 20 and 40 members (one member the stand-in truth) with Gaussian, Student-t (df 1.5, 4) and "
-            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable; the local analysis page"
+            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable, then further on forecasts of "
+            "its own cycle under Gaussian and Cauchy noise; the local analysis page"
         ),
-        trained_by="fit_local_analysis(random_state=0)",
+        trained_by=(
+            "benchmarks/local_analysis_training.py: step = fit_local_analysis(forecasts=record_forecasts("
+            "random_state=0), max_epochs=10), then fit_local_analysis(forecasts=own + forecasts, warm_start=step, "
+            "max_epochs=3, lr=5e-4) with own = record_forecasts(analysis=step, noise=[GaussianNoise(), "
+            "CauchyNoise()], n_cycles=300, spin_up=50, random_state=1)"
+        ),
         local=True,
     ),
 }

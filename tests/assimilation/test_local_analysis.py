@@ -10,6 +10,8 @@ from sklearn_measattn import MeasureTransformerRegressor, load_model, save_model
 from sklearn_measattn.assimilation import (
     LETKF,
     LOCAL_ANALYSIS_FEATURES,
+    CauchyNoise,
+    GaussianNoise,
     LocalLearnedAnalysis,
     ObservationModel,
     fit_local_analysis,
@@ -173,3 +175,40 @@ def test_correction_weight_moves_the_analysis_from_the_letkf_to_the_network():
     np.testing.assert_allclose(half, 0.5 * (letkf + network), atol=1e-9)
     with pytest.raises(ValueError, match="correction_weight"):
         pretrained_analysis("local", correction_weight=1.5).bind(model)
+
+
+def test_forecasts_recorded_from_any_filter_under_each_noise_law(untrained):
+    settings = dict(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,), n_cycles=30,
+                    spin_up=10, every=5, random_state=0)
+    gaussian = record_forecasts(**settings)
+    both = record_forecasts(**settings, noise=[GaussianNoise(), CauchyNoise(scale=3.0)])
+    own = record_forecasts(**settings, analysis=untrained)
+    assert len(both) == 2 * len(gaussian) and len(own) == len(gaussian)
+    # the Gaussian run of the two is the default run; the Cauchy run is another one
+    assert min(np.abs(forecast - both[len(gaussian)]).max() for forecast in gaussian) > 1e-3
+    assert all(forecast.shape == (7, 12) and np.isfinite(forecast).all() for forecast in both + own)
+    with pytest.raises(TypeError, match="ObservationModel"):
+        record_forecasts(**settings, noise="cauchy")
+    with pytest.raises(ValueError, match="analysis"):
+        record_forecasts(**settings, analysis="letkf")
+
+
+def test_warm_start_trains_a_copy_of_the_network_further(untrained, forecasts):
+    before = [p.detach().clone() for p in untrained.estimator.net_.module_.parameters()]
+    epochs = len(untrained.estimator.history_)
+    further = fit_local_analysis(ObservationModel(n_variables=12), forecasts=forecasts, window_radius=2,
+                                 warm_start=untrained, max_epochs=1, lr=1e-2)
+    assert further.estimator is not untrained.estimator
+    assert len(further.estimator.history_) == epochs + 2  # one epoch for each of the two ensemble sizes
+    after = [p.detach() for p in further.estimator.net_.module_.parameters()]
+    assert max(float((a - b).abs().max()) for a, b in zip(after, before)) > 1e-4
+    assert all(np.array_equal(p.detach(), b) for p, b in zip(untrained.estimator.net_.module_.parameters(), before))
+    trained_by = further.estimator.analysis_recipe_["trained_by"]
+    assert trained_by["estimator"]["lr"] == 1e-2 and trained_by["earlier"][0]["estimator"]["lr"] == 1e-9
+    assert further.estimator.analysis_recipe_["window_radius"] == 2
+    with pytest.raises(ValueError, match=r"window_radius=4 \(its recipe: 2\)"):
+        fit_local_analysis(forecasts=forecasts, warm_start=untrained)
+    with pytest.raises(ValueError, match="keeps its network"):
+        fit_local_analysis(forecasts=forecasts, window_radius=2, warm_start=untrained, d_model=16)
+    with pytest.raises(TypeError, match="warm_start must be a LocalLearnedAnalysis"):
+        fit_local_analysis(forecasts=forecasts, window_radius=2, warm_start=untrained.estimator)
