@@ -553,6 +553,12 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     ...                           d_model=8, n_heads=2, n_layers=1, max_epochs=1)
     >>> step.estimator.analysis_recipe_["window_radius"]
     2
+    >>> own = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+    ...                        n_cycles=30, spin_up=10, every=5, analysis=step, random_state=1)
+    >>> further = fit_local_analysis(GaussianNoise(), forecasts=own + forecasts, window_radius=2, warm_start=step,
+    ...                              max_epochs=1, lr=5e-4)
+    >>> len(further.estimator.analysis_recipe_["trained_by"]["earlier"])
+    1
     """
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
     if warm_start is not None:
