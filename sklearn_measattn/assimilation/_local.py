@@ -562,8 +562,10 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     """
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
     if warm_start is not None:
+        network = {"d_model": d_model, "n_heads": n_heads, "n_layers": n_layers}
         _check_warm_start(warm_start, window_radius=window_radius, localization_radius=localization_radius, clip=clip,
-                          network_changed=(d_model, n_heads, n_layers) != (32, 4, 2) or bool(estimator_params))
+                          network_changed=bool(estimator_params) or any(
+                              value != fit_local_analysis.__kwdefaults__[name] for name, value in network.items()))
     start = time.perf_counter()
     rng = check_random_state(random_state)
     if forecasts is None:
