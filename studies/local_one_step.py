@@ -35,6 +35,11 @@ def scores(ensemble, truth):
             crps_ensemble(ensemble.T, truth).mean())
 
 
+def named_values(items):
+    """``["name=value", ...]`` (or None) as keyword arguments with float values."""
+    return {name: float(value) for name, value in (item.split("=") for item in items or ())}
+
+
 def report(label, step, problem, kept):
     """Print the analysis's scores, and those of the next forecast made from it (one observation interval later)."""
     now, later = [], []
@@ -69,24 +74,17 @@ def main(argv=None):
         if cycle >= SPIN_UP and cycle % 2 == 0:
             kept.append((cycle, forecast.copy(), truth.copy()))
 
-    letkf = LETKF(**{k: float(v) for k, v in (item.split("=") for item in args.letkf)})
-    if args.cycle == "scalar":
-        letkf = pretrained_analysis("quantile_residual_fit", batch_disjoint=True,
-                                    **{k: float(v) for k, v in (item.split("=") for item in args.scalar)})
-    elif args.cycle == "local":
-        letkf = pretrained_analysis("local", correction_weight=args.weights[-1],
-                                    localization_radius=args.localization_radius)
-    twin_experiment(letkf, problem, ensemble_size=args.members, spin_up=SPIN_UP, random_state=0, callback=keep)
-    print(f"{args.setting}, N={args.members}, {len(kept)} forecasts of {letkf!r}")
+    scalar = pretrained_analysis("quantile_residual_fit", batch_disjoint=True, **named_values(args.scalar))
+    cycled = {"letkf": lambda: LETKF(**named_values(args.letkf)), "scalar": lambda: scalar,
+              "local": lambda: pretrained_analysis("local", correction_weight=args.weights[-1],
+                                                   localization_radius=args.localization_radius)}[args.cycle]()
+    twin_experiment(cycled, problem, ensemble_size=args.members, spin_up=SPIN_UP, random_state=0, callback=keep)
+    print(f"{args.setting}, N={args.members}, {len(kept)} forecasts of {cycled!r}")
     for weight in args.weights:
         step = pretrained_analysis("local", correction_weight=weight, localization_radius=args.localization_radius)
-        step = step.bind(problem.observation_model)
-        report(f"correction weight {weight:4.2f}:", step, problem, kept)
+        report(f"correction weight {weight:4.2f}:", step.bind(problem.observation_model), problem, kept)
     if args.scalar is not None:
-        step = pretrained_analysis("quantile_residual_fit", batch_disjoint=True,
-                                   **{k: float(v) for k, v in (item.split("=") for item in args.scalar)})
-        step = step.bind(problem.observation_model)
-        report("scalar learned:         ", step, problem, kept)
+        report("scalar learned:         ", scalar.bind(problem.observation_model), problem, kept)
     rmse, spread, crps = np.mean([scores(forecast, truth) for _, forecast, truth in kept], axis=0)
     print(f"forecast:                RMSE {rmse:.4f}  spread {spread:.4f}  CRPS {crps:.4f}")
 
