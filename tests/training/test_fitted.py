@@ -106,3 +106,19 @@ def test_a_new_network_parameter_reaches_the_module(data, tiny_params, monkeypat
     X, y = data
     MeasureTransformerRegressor(**{**tiny_params, "max_epochs": 1}).fit(X, y)
     assert seen == {"extra_flag": True}
+
+
+def test_a_fitted_or_loaded_module_waits_in_evaluation_mode_and_trains_again_when_fitted_further(
+        data, seeded_tiny_params, tmp_path):
+    X, y = data
+    model = MeasureTransformerRegressor(**{**seeded_tiny_params, "warm_start": True}).fit(X, y)
+    assert not any(layer.training for layer in model.net_.module_.modules())
+    seen = []
+    hook = model.net_.module_.register_forward_pre_hook(lambda module, args: seen.append(module.training))
+    model.fit(X, y)
+    hook.remove()
+    assert True in seen  # the continued fit's batches ran in training mode
+    assert not model.net_.module_.training
+    sklearn_measattn.save_model(model, tmp_path / "model.safetensors")
+    loaded = sklearn_measattn.load_model(tmp_path / "model.safetensors")
+    assert not any(layer.training for layer in loaded.net_.module_.modules())
