@@ -14,6 +14,11 @@ Usage::
     python studies/local_analysis.py --render studies/results/local_analysis.csv \
         studies/results/local_analysis_dapper.csv --rst docs/local_analysis_results.rst
 
+A local model from a file runs as one more method, tuned on the local grid::
+
+    python studies/local_analysis.py --methods "local learned, truth-trained first round" \
+        --local-model "local learned, truth-trained first round" truth.safetensors
+
 DAPPER's LETKF (where DAPPER is installed) writes to its own file::
 
     python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" \
@@ -31,8 +36,10 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import check_random_state
 
+from sklearn_measattn import load_model
 from sklearn_measattn.assimilation import (
     LETKF,
+    LocalLearnedAnalysis,
     NoiseLaw,
     RankHistogramFilter,
     RobustEnKF,
@@ -157,10 +164,11 @@ def run_dapper_letkf(setting, size, tuning, held_out, seeds, n_jobs):
              "diverged": bool(r.diverged), "ms_per_cycle": 1e3 * r.seconds_per_cycle} for k, r in enumerate(results)]
 
 
-def run(setting, seeds, out, n_jobs, methods=None, tuning_cycles=TUNING_CYCLES, sizes=None):
+def run(setting, seeds, out, n_jobs, methods=None, tuning_cycles=TUNING_CYCLES, sizes=None, local_models=()):
     spec = SETTINGS[setting]
     rows = read(out) if out.exists() else []
     all_grids = grids(setting)
+    all_grids.update({name: (LocalLearnedAnalysis(load_model(path)), LOCAL_GRID) for name, path in local_models})
     names = list(methods) if methods else [*spec["methods"], "local learned"]
     tuning = problems(setting, TUNING_SEEDS, tuning_cycles + SPIN_UP)
     held_out = problems(setting, seeds, spec["cycles"] + SPIN_UP)
@@ -382,6 +390,8 @@ def main(argv=None):
                         help="the ensemble sizes to run, among each setting's (default: all of them)")
     parser.add_argument("--out", type=Path, default=Path("studies/results/local_analysis.csv"))
     parser.add_argument("--n-jobs", type=int, default=1)
+    parser.add_argument("--local-model", nargs=2, action="append", default=[], metavar=("NAME", "PATH"),
+                        help="a local learned analysis from a model file, as the method NAME (name it in --methods)")
     parser.add_argument("--tuning-cycles", type=int, default=TUNING_CYCLES,
                         help=f"scored cycles of each tuning problem (default {TUNING_CYCLES})")
     parser.add_argument("--render", type=Path, nargs="+", default=None, help="render these CSVs instead of running")
@@ -396,7 +406,8 @@ def main(argv=None):
     print(f"{platform.processor() or platform.machine()}, Python {platform.python_version()}; seeds {args.seeds}",
           flush=True)
     for setting in args.settings:
-        run(setting, args.seeds, args.out, args.n_jobs, args.methods, args.tuning_cycles, args.sizes)
+        run(setting, args.seeds, args.out, args.n_jobs, args.methods, args.tuning_cycles, args.sizes,
+            args.local_model)
 
 
 if __name__ == "__main__":

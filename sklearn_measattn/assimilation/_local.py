@@ -291,21 +291,24 @@ class LocalLearnedAnalysis(AnalysisStep):
         "every": [NumberInterval(Integral, 1, None, closed="left")],
         "analysis": [HasMethods(["analyse", "bind"]), None],
         "noise": "no_validation",
+        "return_truth": ["boolean"],
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,
 )
 def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.05, 0.1, 0.15),
                      observation_spacings=(1, 2, 4), n_cycles=800, spin_up=100, every=3, analysis=None, noise=None,
-                     random_state=None):
+                     return_truth=False, random_state=None):
     """Forecast ensembles of ``N + 1`` members recorded from cycled runs of a filter, the priors of local training pairs.
 
     For every ensemble size ``N``, observation interval, spacing of the
     observed variables (every ``k``-th) and noise law, a Lorenz-96 twin
     problem is run by ``analysis`` (a :class:`LETKF` by default) with ``N +
     1`` members, and every ``every``-th forecast after ``spin_up`` is kept.
-    Their truth is not used later: one member of each ensemble becomes the
-    stand-in truth (:func:`make_local_analysis_data`). Recording from the
+    The recipe does not use their truth: one member of each ensemble
+    becomes the stand-in truth (:func:`make_local_analysis_data`); with
+    ``return_truth`` the truth comes too, to train against it where it is
+    known (a ceiling for the stand-in). Recording from the
     cycle of a trained :class:`LocalLearnedAnalysis` under heavy-tailed
     noise gives the priors it meets in its own cycle, which a LETKF under
     Gaussian noise does not reach; :func:`fit_local_analysis` can train
@@ -329,14 +332,18 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
     noise : NoiseLaw, ObservationModel, list of them or None, default=None
         The observation-noise laws of the runs (one run per law and
         setting); None: Gaussian of scale 1.
+    return_truth : bool, default=False
+        Return the truth at each kept forecast too.
     random_state : int, RandomState instance or None, default=None
         Seeds the runs.
 
     Returns
     -------
-    list of ndarray
+    forecasts : list of ndarray
         The forecasts, each ``(N + 1, n_variables)`` (a run that blows up
         stops adding them).
+    truths : list of ndarray
+        With ``return_truth`` only: the truth ``(n_variables,)`` at each forecast.
 
     Examples
     --------
@@ -348,15 +355,21 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
     >>> len(record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
     ...                      n_cycles=30, spin_up=10, every=5, noise=[GaussianNoise(), CauchyNoise()], random_state=0))
     8
+    >>> forecasts, truths = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,),
+    ...                                      observation_spacings=(2,), n_cycles=30, spin_up=10, every=5,
+    ...                                      return_truth=True, random_state=0)
+    >>> len(truths), truths[0].shape
+    (4, (12,))
     """
     laws = [GaussianNoise()] if noise is None else as_noise_laws(noise, caller="record_forecasts")
     analysis = LETKF(inflation=1.1, localization_radius=4.0) if analysis is None else analysis
     rng = check_random_state(random_state)
-    forecasts = []
+    forecasts, truths = [], []
 
     def keep(cycle, forecast, analysed, truth):
         if cycle >= spin_up and (cycle - spin_up) % every == 0 and np.isfinite(forecast).all():
             forecasts.append(forecast.copy())
+            truths.append(np.array(truth, dtype=np.float64))
 
     for size in ensemble_sizes:
         for dt in dt_obs:
@@ -368,10 +381,10 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
                     twin_experiment(analysis, problem, ensemble_size=int(size) + 1,
                                     spin_up=min(spin_up, n_cycles - 1), random_state=rng.randint(2**31),
                                     callback=keep)
-    return forecasts
+    return (forecasts, truths) if return_truth else forecasts
 
 
-def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_radius=4.0,
+def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, localization_radius=4.0,
                              observation_spacings=(1, 2, 4), missing_fraction=0.1, scale_range=(0.5, 2.0),
                              n_draws=1, noise_ratio_range=(0.05, 20.0), clip=3.0, random_state=None):
     """Training pairs of a local learned analysis, without the likelihood and without the truth.
@@ -388,12 +401,22 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
     spread. Drawing from a law is all that is needed of it, so a noise known
     only by a record of errors (:class:`SampledNoise`) serves.
 
+    Where the truth is known (``truths``, e.g. from
+    ``record_forecasts(return_truth=True)``), it can be the target instead:
+    one member is still drawn and left out, so that the prior has the same
+    ``N`` members and the draws are the same as without it, but the
+    observations are of the truth and the pairs' targets are its values.
+    Training on both from the same forecasts measures what the stand-in
+    costs.
+
     Parameters
     ----------
     forecasts : list of ndarray of shape (N + 1, n_variables)
         The prior ensembles (any ``N``, equal within one call's arrays or not).
     noise : NoiseLaw, ObservationModel or list of them
         The noise laws (their draws, scale and tail; an observation model stands for its law).
+    truths : list of ndarray of shape (n_variables,) or None, default=None
+        The truth at each forecast, the target in place of the stand-in member; None: the stand-in.
     window_radius : int, default=4
         Half-width of the windows.
     localization_radius : float, default=4.0
@@ -419,7 +442,7 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
     X : dict of int to ndarray of shape (n_pairs, N, n_features)
         The windows, by ensemble size ``N``.
     y : dict of int to ndarray of shape (n_pairs, 1, 1)
-        The stand-in's standardised value at each window's grid point.
+        The stand-in's (or the truth's) standardised value at each window's grid point.
 
     Examples
     --------
@@ -432,14 +455,16 @@ def make_local_analysis_data(forecasts, noise, *, window_radius=4, localization_
     """
     laws = as_noise_laws(noise, caller="make_local_analysis_data")
     forecasts = _checked_forecasts(forecasts)
+    truths = _checked_truths(truths, forecasts)
     rng = check_random_state(random_state)
     X, y = {}, {}
     low, high = np.log(scale_range[0]), np.log(scale_range[1])
-    for forecast in forecasts:
+    for k, forecast in enumerate(forecasts):
         n_members, n_variables = forecast.shape
         for _ in range(n_draws):
             stand_in = rng.randint(n_members)
-            truth, prior = forecast[stand_in], np.delete(forecast, stand_in, axis=0)
+            truth = forecast[stand_in] if truths is None else truths[k]
+            prior = np.delete(forecast, stand_in, axis=0)
             law = laws[rng.randint(len(laws))]
             scale = law.scale * np.exp(rng.uniform(low, high))
             spacing = observation_spacings[rng.randint(len(observation_spacings))]
@@ -472,6 +497,25 @@ def _checked_forecasts(forecasts):
     return checked
 
 
+def _checked_truths(truths, forecasts):
+    """The truths as float64 arrays, one per forecast with its number of variables, or a ValueError."""
+    if truths is None:
+        return None
+    checked = [np.asarray(truth, dtype=np.float64) for truth in truths]
+    if len(checked) != len(forecasts):
+        raise ValueError(
+            f"truths must hold one truth per forecast; got {len(checked)} truths for {len(forecasts)} forecasts "
+            "(record both with record_forecasts(return_truth=True))."
+        )
+    for k, (truth, forecast) in enumerate(zip(checked, forecasts)):
+        if truth.shape != forecast.shape[1:] or not np.isfinite(truth).all():
+            raise ValueError(
+                f"truths[{k}] must be a finite array of shape {forecast.shape[1:]} (the variables of forecasts[{k}]); "
+                f"got shape {truth.shape}{'' if np.isfinite(truth).all() else ', not finite'}."
+            )
+    return checked
+
+
 def _kalman_variance_of(law, scale):
     """The Kalman variance of ``law`` at another scale: its variance over its scale squared, times the scale squared."""
     return _kalman_variance(law, 1.0) * (scale / law.scale) ** 2
@@ -481,9 +525,9 @@ def _default_laws():
     return [GaussianNoise(), StudentTNoise(df=1.5), StudentTNoise(df=4.0), CauchyNoise()]
 
 
-def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localization_radius=4.0, clip=3.0, n_draws=2,
-                       d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256, warm_start=None,
-                       random_state=0, verbose=0, **estimator_params):
+def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius=4, localization_radius=4.0, clip=3.0,
+                       n_draws=2, d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256,
+                       warm_start=None, random_state=0, verbose=0, **estimator_params):
     """Train a local learned analysis for the noise laws you can draw from; returns a ready :class:`LocalLearnedAnalysis`.
 
     The recipe, likelihood-free and truth-free: forecasts of ``N + 1``
@@ -512,6 +556,11 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     forecasts : list of ndarray or None, default=None
         Prior ensembles of ``N + 1`` members; None: :func:`record_forecasts`
         with its defaults and this ``random_state``.
+    truths : list of ndarray or None, default=None
+        The truth at each of ``forecasts`` (``record_forecasts(return_truth=True)``):
+        train against it instead of a stand-in member (see
+        :func:`make_local_analysis_data`), where the truth is known; the
+        recipe records the target. None: the stand-in.
     window_radius : int, default=4
         Half-width of the windows.
     localization_radius : float, default=4.0
@@ -561,6 +610,11 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     1
     """
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
+    if truths is not None:
+        if forecasts is None:
+            raise ValueError("truths needs the forecasts they belong to: pass forecasts=..., truths=... (e.g. from "
+                             "record_forecasts(return_truth=True)).")
+        truths = _checked_truths(truths, _checked_forecasts(forecasts))
     if warm_start is not None:
         network = {"d_model": d_model, "n_heads": n_heads, "n_layers": n_layers}
         _check_warm_start(warm_start, window_radius=window_radius, localization_radius=localization_radius, clip=clip,
@@ -571,7 +625,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
     if forecasts is None:
         forecasts = record_forecasts(random_state=rng.randint(2**31))
     noise_ratio_range = (0.05, 20.0)
-    X, y = make_local_analysis_data(forecasts, laws, window_radius=window_radius,
+    X, y = make_local_analysis_data(forecasts, laws, truths=truths, window_radius=window_radius,
                                     localization_radius=localization_radius, clip=clip, n_draws=n_draws,
                                     noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31))
     if warm_start is None:
@@ -609,6 +663,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, window_radius=4, localizat
         "trained_by": {
             "function": "fit_local_analysis",
             "noise": [repr(law) for law in laws],
+            "target": "stand-in member" if truths is None else "truth",
             "ensemble_sizes": sizes,
             "n_pairs": {str(size): int(len(X[size])) for size in sizes},
             "n_draws": int(n_draws),

@@ -126,6 +126,34 @@ def test_training_pairs_come_from_a_stand_in_member(forecasts):
         make_local_analysis_data([forecasts[0], np.zeros(5)], ObservationModel(n_variables=12))
 
 
+def test_training_against_a_known_truth_changes_the_target_and_keeps_the_prior(forecasts):
+    recorded, truths = record_forecasts(ensemble_sizes=(6, 9), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+                                        n_cycles=30, spin_up=10, every=5, return_truth=True, random_state=0)
+    assert len(truths) == len(recorded) and all(np.array_equal(a, b) for a, b in zip(recorded, forecasts))
+    # the truth is no member: it lies outside every recorded ensemble's members
+    assert all(np.abs(forecast - truth).max(axis=1).min() > 1e-6 for forecast, truth in zip(recorded, truths))
+    settings = dict(window_radius=2, observation_spacings=(1,), missing_fraction=0.0, n_draws=4, random_state=0)
+    law = ObservationModel(n_variables=12, noise="cauchy")
+    X_stand_in, y_stand_in = make_local_analysis_data(forecasts[:3], law, **settings)
+    # with member 0 as the "truth", each target is member 0: left out (then the stand-in's target) or in the prior
+    X_truth, y_truth = make_local_analysis_data(forecasts[:3], law, truths=[f[0] for f in forecasts[:3]], **settings)
+    anomaly = slice(1, 1 + 5)  # the member anomalies of the 5 window positions depend on the prior only
+    np.testing.assert_array_equal(X_truth[6][:, :, anomaly], X_stand_in[6][:, :, anomaly])
+    centre_anomaly = X_truth[6][:, :, 1 + 2, None]  # offset 0: (member - prior mean) / spread
+    in_prior = np.isclose(centre_anomaly, y_truth[6][:, :1, :]).any(axis=1)[:, 0]
+    left_out = np.isclose(y_truth[6], y_stand_in[6])[:, 0, 0]
+    assert np.all(in_prior | left_out) and in_prior.any() and not in_prior.all()
+    step = fit_local_analysis(law, forecasts=recorded, truths=truths, window_radius=2, d_model=8, n_heads=2,
+                              n_layers=1, max_epochs=1)
+    assert step.estimator.analysis_recipe_["trained_by"]["target"] == "truth"
+    with pytest.raises(ValueError, match="one truth per forecast; got 2 truths for 3"):
+        make_local_analysis_data(forecasts[:3], law, truths=truths[:2])
+    with pytest.raises(ValueError, match=r"truths\[1\] must be a finite array of shape \(12,\)"):
+        make_local_analysis_data(forecasts[:2], law, truths=[truths[0], truths[1][:5]])
+    with pytest.raises(ValueError, match="truths needs the forecasts"):
+        fit_local_analysis(law, truths=truths)
+
+
 def test_shipped_model_loads_alone_and_holds_the_truth_beside_the_letkf():
     step = pretrained_analysis("local")
     recipe = step.estimator.analysis_recipe_
@@ -204,6 +232,7 @@ def test_warm_start_trains_a_copy_of_the_network_further(untrained, forecasts):
     assert max(float((a - b).abs().max()) for a, b in zip(after, before)) > 1e-4
     assert all(np.array_equal(p.detach(), b) for p, b in zip(untrained.estimator.net_.module_.parameters(), before))
     trained_by = further.estimator.analysis_recipe_["trained_by"]
+    assert trained_by["target"] == "stand-in member"
     assert trained_by["estimator"]["lr"] == 1e-2 and trained_by["earlier"][0]["estimator"]["lr"] == 1e-9
     assert further.estimator.analysis_recipe_["window_radius"] == 2
     with pytest.raises(ValueError, match=r"window_radius=4 \(its recipe: 2\)"):
