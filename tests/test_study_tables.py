@@ -39,3 +39,20 @@ def test_a_goal_is_judged_per_seed_against_its_reference():
             row("LETKF", 3, 9.0, diverged=True), row("local learned", 3, 0.2)]
     line = next(text for text in study.render_goals(rows) if text.startswith("all observed"))
     assert "0.95 / 1.50 / n/a" in line and "1 of 3 (1 n/a)" in line
+
+
+def test_the_truth_trained_first_round_is_shown_over_the_stand_in_one_where_both_ran():
+    study = _study()
+
+    def row(method, seed, rmse, diverged=False):
+        return {"setting": "mnmef_sd1", "members": "10", "method": method, "seed": str(seed), "rmse": str(rmse),
+                "crps": "0.1", "diverged": str(diverged), "ms_per_cycle": "1.0", "params": ""}
+
+    rows = [row(study.STAND_IN_FIRST, 1, 2.0), row(study.TRUTH_FIRST, 1, 1.5),
+            row(study.STAND_IN_FIRST, 2, 2.0, diverged=True), row(study.TRUTH_FIRST, 2, 1.8)]
+    line = next(text for text in study.render_ceiling(rows) if text.startswith("every 4th"))
+    assert "2.000 / 2.000 (d)" in line and "0.75 / n/a" in line
+    assert study.render_ceiling([r for r in rows if r["method"] == study.STAND_IN_FIRST]) == []
+    letkf = [row("LETKF", 1, 2.1), row("LETKF", 2, 2.1)]
+    assert "The stand-in against the truth" in study.render(rows + letkf)
+    assert "The stand-in against the truth" not in study.render(rows[::2] + letkf)
