@@ -585,9 +585,9 @@ class MeasureTransformerRegressor(VersionStampMixin, RegressorMixin, BaseEstimat
         self.n_features_in_ = network.n_features_in
         self.n_features_out_ = network.n_features_out
         self._fitted_params = params
-        # Inference then finds the module in evaluation mode and leaves it be: switching modes walks every
-        # submodule, which costs about as much as a small network's forward pass (a filter runs one or more
-        # per cycle). A continued fit switches back to training mode at its first batch.
+        # Inference then finds the module in evaluation mode and leaves it be: switching modes there and back
+        # walks every submodule twice, a few percent of a small network's call, which a filter makes every
+        # cycle. A continued fit switches back to training mode at its first batch.
         network.module.eval()
 
     @property
