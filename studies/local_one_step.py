@@ -14,6 +14,7 @@ in one step.
 Usage::
 
     python studies/local_one_step.py --setting sakov_oke --members 40 --letkf inflation=1.02 localization_radius=12
+    python studies/local_one_step.py --setting mnmef_sd1 --members 20 --model studies/results/local_truth_round1.safetensors
     python studies/local_one_step.py --setting other_cauchy_005 --members 20 --localization-radius 12 \
         --weights 0 0.5 1 --scalar localization_radius=8 --cycle local
 """
@@ -25,7 +26,8 @@ import argparse
 import numpy as np
 from local_analysis import SPIN_UP, problems
 
-from sklearn_measattn.assimilation import LETKF, pretrained_analysis, twin_experiment
+from sklearn_measattn import load_model
+from sklearn_measattn.assimilation import LETKF, LocalLearnedAnalysis, pretrained_analysis, twin_experiment
 from sklearn_measattn.metrics import crps_ensemble
 
 
@@ -66,7 +68,14 @@ def main(argv=None):
                         help="also score the scalar learned analysis with these parameters, name=value")
     parser.add_argument("--cycle", choices=("letkf", "scalar", "local"), default="letkf",
                         help="whose cycle records the forecasts (local: at the last of --weights)")
+    parser.add_argument("--model", default=None,
+                        help="a local model file to score instead of the shipped pretrained_analysis('local')")
     args = parser.parse_args(argv)
+
+    def local_step(**params):
+        return LocalLearnedAnalysis(load_model(args.model), **params) if args.model else \
+            pretrained_analysis("local", **params)
+
     problem = problems(args.setting, (1000,), args.cycles + SPIN_UP)[0]
     kept = []
 
@@ -76,12 +85,13 @@ def main(argv=None):
 
     scalar = pretrained_analysis("quantile_residual_fit", batch_disjoint=True, **named_values(args.scalar))
     cycled = {"letkf": lambda: LETKF(**named_values(args.letkf)), "scalar": lambda: scalar,
-              "local": lambda: pretrained_analysis("local", correction_weight=args.weights[-1],
-                                                   localization_radius=args.localization_radius)}[args.cycle]()
+              "local": lambda: local_step(correction_weight=args.weights[-1],
+                                          localization_radius=args.localization_radius)}[args.cycle]()
     twin_experiment(cycled, problem, ensemble_size=args.members, spin_up=SPIN_UP, random_state=0, callback=keep)
-    print(f"{args.setting}, N={args.members}, {len(kept)} forecasts of {cycled!r}")
+    print(f"{args.setting}, N={args.members}, {len(kept)} forecasts of {cycled!r}; local model "
+          f"{args.model or 'shipped'}")
     for weight in args.weights:
-        step = pretrained_analysis("local", correction_weight=weight, localization_radius=args.localization_radius)
+        step = local_step(correction_weight=weight, localization_radius=args.localization_radius)
         report(f"correction weight {weight:4.2f}:", step.bind(problem.observation_model), problem, kept)
     if args.scalar is not None:
         report("scalar learned:         ", scalar.bind(problem.observation_model), problem, kept)
