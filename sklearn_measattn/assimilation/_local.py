@@ -308,7 +308,7 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
     The recipe does not use their truth: one member of each ensemble
     becomes the stand-in truth (:func:`make_local_analysis_data`); with
     ``return_truth`` the truth comes too, to train against it where it is
-    known (a ceiling for the stand-in). Recording from the
+    known. Recording from the
     cycle of a trained :class:`LocalLearnedAnalysis` under heavy-tailed
     noise gives the priors it meets in its own cycle, which a LETKF under
     Gaussian noise does not reach; :func:`fit_local_analysis` can train
@@ -407,7 +407,11 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
     ``N`` members and the draws are the same as without it, but the
     observations are of the truth and the pairs' targets are its values.
     Training on both from the same forecasts measures what the stand-in
-    costs.
+    costs. Against the truth, the network also learns how far the forecasts
+    are from calibrated: forecasts wider than their error (a LETKF with much
+    inflation) teach it to shrink, which in a cycle whose forecasts are
+    calibrated makes them too narrow; a stand-in member is calibrated by
+    construction.
 
     Parameters
     ----------
