@@ -80,6 +80,8 @@ SETTINGS = {
                       law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
     "mnmef_sd07": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
                        law=dict(noise="gaussian", noise_scale=0.7), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
+    "mnmef_sd1_80": dict(system=dict(n_variables=80, observed=np.arange(0, 80, 4), dt_obs=0.15),
+                         law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 20), methods=("LETKF",), cycles=1500),
     "fourth_cauchy": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
                           law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=3000),
     "fourth_student3": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
@@ -220,6 +222,7 @@ def write(path, rows):
 TITLES = {
     "mnmef_sd1": "every 4th variable observed every 0.15, Gaussian sd 1.0",
     "mnmef_sd07": "every 4th variable observed every 0.15, Gaussian sd 0.7",
+    "mnmef_sd1_80": "80 variables, every 4th observed every 0.15, Gaussian sd 1.0",
     "fourth_cauchy": "every 4th variable observed every 0.15, Cauchy scale 1",
     "fourth_student3": "every 4th variable observed every 0.15, Student-t df 3 scale 1",
     "other_cauchy_005": "every other variable observed every 0.05, Cauchy scale 1",
