@@ -81,7 +81,7 @@ SETTINGS = {
     "mnmef_sd07": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
                        law=dict(noise="gaussian", noise_scale=0.7), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
     "mnmef_sd1_80": dict(system=dict(n_variables=80, observed=np.arange(0, 80, 4), dt_obs=0.15),
-                         law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 20), methods=("LETKF",), cycles=1500),
+                         law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 20, 40), methods=("LETKF",), cycles=1500),
     "fourth_cauchy": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
                           law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=3000),
     "fourth_student3": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
