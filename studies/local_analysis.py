@@ -297,11 +297,7 @@ def render_ceiling(rows):
             if not seeds or not all((STAND_IN_FIRST, s) in block for s in seeds):
                 continue
 
-            def score(method, seed, block=block):
-                row = block[(method, seed)]
-                return float("inf") if row["diverged"] == "True" else float(row["rmse"])
-
-            ratios = [_ratio(score(TRUTH_FIRST, s), score(STAND_IN_FIRST, s)) for s in seeds]
+            ratios = [_ratio(_score(block[(TRUTH_FIRST, s)]), _score(block[(STAND_IN_FIRST, s)])) for s in seeds]
             table.append([TITLES[setting], str(size),
                           *[" / ".join(_shown(block[(m, s)], "rmse") for s in seeds) for m in (STAND_IN_FIRST,
                                                                                                  TRUTH_FIRST)],
@@ -323,8 +319,7 @@ def render_goals(rows):
                 continue
 
             def score(method, seed, value=value):
-                row = value[(method, seed)]
-                return float("inf") if row["diverged"] == "True" else float(row["rmse"])
+                return _score(value[(method, seed)])
 
             ratios = []
             for seed in seeds:
@@ -368,8 +363,7 @@ def render(rows):
                 continue
 
             def score(method, seed, key, value=value):
-                row = value[(method, seed)]
-                return float("inf") if row["diverged"] == "True" else float(row[key])
+                return _score(value[(method, seed)], key)
 
             best = {seed: min((score(m, seed, "rmse"), m) for m in methods if not m.startswith("local learned"))
                     for seed in seeds}
@@ -390,6 +384,11 @@ def render(rows):
                               value[(method, seeds[0])]["params"].replace(";", ", ")])
             lines += _rst_table(header, table) + [""]
     return "\n".join(lines)
+
+
+def _score(row, key="rmse"):
+    """A run's score, inf where it lost the truth."""
+    return float("inf") if row["diverged"] == "True" else float(row[key])
 
 
 def _shown(row, key):

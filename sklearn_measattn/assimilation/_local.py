@@ -614,11 +614,9 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
     1
     """
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
-    if truths is not None:
-        if forecasts is None:
-            raise ValueError("truths needs the forecasts they belong to: pass forecasts=..., truths=... (e.g. from "
-                             "record_forecasts(return_truth=True)).")
-        truths = _checked_truths(truths, _checked_forecasts(forecasts))
+    if truths is not None and forecasts is None:
+        raise ValueError("truths needs the forecasts they belong to: pass forecasts=..., truths=... (e.g. from "
+                         "record_forecasts(return_truth=True)).")
     if warm_start is not None:
         network = {"d_model": d_model, "n_heads": n_heads, "n_layers": n_layers}
         _check_warm_start(warm_start, window_radius=window_radius, localization_radius=localization_radius, clip=clip,
