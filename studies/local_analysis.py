@@ -77,7 +77,8 @@ ALL = ("LETKF", "SerialEnKF", "RobustEnKF", "RHF", "RHF kernel", "scalar learned
 #: name -> the twin problems' system and noise, the ensemble sizes, the baselines, the held-out cycles.
 SETTINGS = {
     "mnmef_sd1": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
-                      law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
+                      law=dict(noise="gaussian", noise_scale=1.0), sizes=(10, 15, 20, 30, 40), methods=KALMAN,
+                      cycles=2000),
     "mnmef_sd07": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
                        law=dict(noise="gaussian", noise_scale=0.7), sizes=(10, 20, 40), methods=KALMAN, cycles=2000),
     "mnmef_sd1_80": dict(system=dict(n_variables=80, observed=np.arange(0, 80, 4), dt_obs=0.15),
@@ -89,6 +90,8 @@ SETTINGS = {
                             cycles=3000),
     "other_cauchy_005": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.05),
                              law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=1500),
+    "other_gauss_005": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.05),
+                            law=dict(noise="gaussian", noise_scale=1.0), sizes=(20,), methods=KALMAN, cycles=1500),
     "other_cauchy_01": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.1),
                             law=dict(noise="cauchy", noise_scale=1.0), sizes=(20,), methods=ALL, cycles=1500),
     "todter_laplace": dict(system=dict(n_variables=80, observed="every_other", dt_obs=0.1),
@@ -226,6 +229,7 @@ TITLES = {
     "fourth_cauchy": "every 4th variable observed every 0.15, Cauchy scale 1",
     "fourth_student3": "every 4th variable observed every 0.15, Student-t df 3 scale 1",
     "other_cauchy_005": "every other variable observed every 0.05, Cauchy scale 1",
+    "other_gauss_005": "every other variable observed every 0.05, Gaussian sd 1",
     "other_cauchy_01": "every other variable observed every 0.1, Cauchy scale 1",
     "todter_laplace": "80 variables, every other observed every 0.1, Laplace variance 1",
     "sakov_oke": "all observed every 0.05, Gaussian sd 1 (Sakov-Oke)",
