@@ -19,9 +19,9 @@ A local model from a file runs as one more method, tuned on the local grid::
     python studies/local_analysis.py --methods "local learned, truth-trained first round" \
         --local-model "local learned, truth-trained first round" truth.safetensors
 
-DAPPER's LETKF (where DAPPER is installed) writes to its own file::
+DAPPER's LETKF and EnKF-N (where DAPPER is installed) write to their own file::
 
-    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" \
+    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" "DAPPER EnKF-N" \
         --out studies/results/local_analysis_dapper.csv
 """
 
@@ -145,27 +145,38 @@ def _params(step):
     return ";".join(f"{k}={v}" for k, v in sorted(step.get_params(deep=False).items()) if k != "estimator")
 
 
-#: DAPPER's LETKF (``run_dapper``), where DAPPER is installed: the LETKF's grid, ``loc_rad`` the half-width / 1.82.
-DAPPER_LETKF = "DAPPER LETKF"
+#: DAPPER's filters (``run_dapper``), where DAPPER is installed: the study's name -> DAPPER's method and its grid.
+#: The LETKF's grid is the package's LETKF's (``loc_rad`` the Gaspari-Cohn half-width / 1.82); the finite-size EnKF
+#: (EnKF-N, global, no localisation) estimates its own inflation, so its grid is its prior confidence ``xN`` and a
+#: small extra inflation.
+DAPPER_LETKF, DAPPER_ENKF_N = "DAPPER LETKF", "DAPPER EnKF-N"
 
 
 def dapper_grid():
     return [{"infl": i, "loc_rad": round(r / 1.82, 4)} for i in INFLATIONS for r in RADII]
 
 
-def run_dapper_letkf(setting, size, tuning, held_out, seeds, n_jobs):
-    """DAPPER's LETKF tuned by the same rule on the same tuning problems, then run on the held-out ones."""
+def enkf_n_grid():
+    return [{"xN": x, "infl": i} for x in (1.0, 2.0) for i in (1.0, 1.02, 1.05)]
+
+
+DAPPER_FILTERS = {DAPPER_LETKF: ("LETKF", dapper_grid), DAPPER_ENKF_N: ("EnKF_N", enkf_n_grid)}
+
+
+def run_dapper_filter(name, setting, size, tuning, held_out, n_jobs):
+    """One of DAPPER's filters tuned by the same rule on the same tuning problems, then run on the held-out ones."""
     from assimilation_study import dapper_params  # imports DAPPER's runner only where it is asked for
     from joblib import Parallel, delayed
 
-    start, grid = time.perf_counter(), dapper_grid()
-    params = dapper_params("LETKF", grid, tuning, size, spin_up=SPIN_UP, n_jobs=n_jobs)
-    print(f"{setting} N={size} {DAPPER_LETKF}: tuned {params} ({len(grid)} candidates, "
+    method, make_grid = DAPPER_FILTERS[name]
+    start, grid = time.perf_counter(), make_grid()
+    params = dapper_params(method, grid, tuning, size, spin_up=SPIN_UP, n_jobs=n_jobs)
+    print(f"{setting} N={size} {name}: tuned {params} ({len(grid)} candidates, "
           f"{time.perf_counter() - start:.0f} s)", flush=True)
-    results = Parallel(n_jobs=n_jobs)(delayed(run_dapper)("LETKF", problem, ensemble_size=size, spin_up=SPIN_UP,
+    results = Parallel(n_jobs=n_jobs)(delayed(run_dapper)(method, problem, ensemble_size=size, spin_up=SPIN_UP,
                                                           random_state=0, **params) for problem in held_out)
     shown = ";".join(f"{k}={v}" for k, v in sorted(params.items()))
-    return [{"step": DAPPER_LETKF, "problem": k, "params": shown, "rmse": r.rmse, "crps": r.crps, "spread": r.spread,
+    return [{"step": name, "problem": k, "params": shown, "rmse": r.rmse, "crps": r.crps, "spread": r.spread,
              "diverged": bool(r.diverged), "ms_per_cycle": 1e3 * r.seconds_per_cycle} for k, r in enumerate(results)]
 
 
@@ -184,9 +195,9 @@ def run(setting, seeds, out, n_jobs, methods=None, tuning_cycles=TUNING_CYCLES, 
         if not todo:
             continue
         chosen, outcome = {}, []
-        if DAPPER_LETKF in todo:
-            outcome = run_dapper_letkf(setting, size, tuning, held_out, seeds, n_jobs)
-            todo.remove(DAPPER_LETKF)
+        for name in [name for name in todo if name in DAPPER_FILTERS]:
+            outcome += run_dapper_filter(name, setting, size, tuning, held_out, n_jobs)
+            todo.remove(name)
         for name in todo:
             start = time.perf_counter()
             step, grid = all_grids[name]
@@ -423,7 +434,7 @@ def main(argv=None):
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
     parser.add_argument("--methods", nargs="+", default=None,
                         help="the methods to run (default: the setting's baselines and the local learned analysis; "
-                             f"'{DAPPER_LETKF}' where DAPPER is installed)")
+                             f"{', '.join(map(repr, DAPPER_FILTERS))} where DAPPER is installed)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[61, 62, 63])
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
                         help="the ensemble sizes to run, among each setting's (default: all of them)")
