@@ -76,7 +76,7 @@ from ._twin import (
 __all__ = ["DAPPER_METHODS", "dapper_method", "run_dapper"]
 
 #: The DAPPER filters :func:`run_dapper` runs, by name.
-DAPPER_METHODS = ("EnKF", "EnKF_sqrt", "EnKF_N", "LETKF", "PartFilt")
+DAPPER_METHODS = ("EnKF", "EnKF_sqrt", "EnKF_N", "LETKF", "iEnKS", "PartFilt")
 
 _INFL = NumberInterval(Real, 0, None, closed="neither", why="DAPPER's multiplicative inflation of the analysis anomalies")
 _ROT = ["boolean"]
@@ -93,6 +93,13 @@ _METHOD_PARAMS = {
         **_ENKF_PARAMS,
         "loc_rad": [NumberInterval(Real, 0, None, closed="neither", why="the taper is exp(-1/2) at this distance")],
         "taper": [Choices(("GC", "Gauss", "Exp", "Cubic", "Quadro", "Step"))],
+        "xN": [NumberInterval(Real, 0, None, closed="neither"), None],
+    },
+    "iEnKS": {
+        **_ENKF_PARAMS,
+        "Lag": [NumberInterval(Integral, 0, None, closed="left", why="the length of the window, in cycles")],
+        "nIter": [NumberInterval(Integral, 1, None, closed="left", why="the most Gauss-Newton iterations")],
+        "wtol": [NumberInterval(Real, 0, None, closed="left", why="the relative tolerance that ends the iterations")],
         "xN": [NumberInterval(Real, 0, None, closed="neither"), None],
     },
     "PartFilt": {
@@ -163,9 +170,10 @@ def _import_dapper():
         import dapper.mods as modelling
         from dapper.da_methods.ensemble import LETKF, EnKF, EnKF_N
         from dapper.da_methods.particle import PartFilt
+        from dapper.da_methods.variational import iEnKS
         from dapper.tools import progressbar, seeding
         from dapper.tools.localization import nd_Id_localization
-    classes = {"EnKF": EnKF, "EnKF_N": EnKF_N, "LETKF": LETKF, "PartFilt": PartFilt}
+    classes = {"EnKF": EnKF, "EnKF_N": EnKF_N, "LETKF": LETKF, "iEnKS": iEnKS, "PartFilt": PartFilt}
     return modelling, classes, progressbar, seeding, nd_Id_localization
 
 
@@ -179,6 +187,8 @@ def _make_method(classes, method, ensemble_size, method_params):
         return classes["EnKF_N"](ensemble_size, **params)
     if method == "LETKF":
         return classes["LETKF"](ensemble_size, **params)
+    if method == "iEnKS":
+        return classes["iEnKS"]("Sqrt", ensemble_size, **params)
     return classes["PartFilt"](ensemble_size, **params)
 
 
@@ -246,8 +256,8 @@ def _observations_for_dapper(modelling, nd_Id_localization, problem):
     operators = {}
 
     def operator_at(ko):
-        if ko in silent:  # never analysed (the ticker gives no ko there); asked for by a repr at most
-            return full
+        if ko in silent or ko >= problem.n_cycles:  # never analysed: the ticker gives no ko there (the iEnKS asks
+            return full                                 # for the operators of the cycles after the last, unused)
         key = present[ko].tobytes()
         if key not in operators:
             operators[key] = modelling.Operator(**operator(model.observed[present[ko]]))
@@ -386,17 +396,23 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     Missing (NaN) observations are assimilated as the package's steps do:
     DAPPER assimilates the present observations of each cycle (an
     observation operator of those alone), and a cycle with none is a pure
-    forecast (no analysis, no inflation); every cycle is scored.
+    forecast (no analysis, no inflation); every cycle is scored. The iEnKS
+    analyses every cycle, so it refuses a problem with a cycle that
+    observes nothing.
 
     Parameters
     ----------
-    method : {"EnKF", "EnKF_sqrt", "EnKF_N", "LETKF", "PartFilt"}
+    method : {"EnKF", "EnKF_sqrt", "EnKF_N", "LETKF", "iEnKS", "PartFilt"}
         DAPPER's filter: ``"EnKF"`` is ``EnKF('PertObs', N)`` (perturbed
         observations), ``"EnKF_sqrt"`` is ``EnKF('Sqrt', N, rot=True)`` (the
         symmetric square-root ETKF), ``"EnKF_N"`` is ``EnKF_N(N)`` (Bocquet's
         finite-size EnKF, which estimates its own inflation), ``"LETKF"`` is ``LETKF(N, rot=True,
-        loc_rad=...)`` and ``"PartFilt"`` is the bootstrap particle filter
-        ``PartFilt(N)``. All are listed in :data:`DAPPER_METHODS`.
+        loc_rad=...)``, ``"iEnKS"`` is ``iEnKS('Sqrt', N)`` (the iterative
+        ensemble Kalman smoother of Bocquet and Sakov, scored by its filter
+        analysis at each observation time; with ``Lag=1``, DAPPER's
+        default, the iterative EnKF) and ``"PartFilt"`` is the bootstrap
+        particle filter ``PartFilt(N)``. All are listed in
+        :data:`DAPPER_METHODS`.
     problem : TwinProblem
         The truth and observations, from :func:`make_twin_problem` (NaN
         where an observation is missing).
@@ -414,7 +430,10 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
         ``EnKF_N``: those and ``xN`` (the confidence in the prior, default 1).
         ``LETKF``: those, ``loc_rad`` (required; the taper is ``exp(-1/2)``
         at this distance, a Gaspari-Cohn half-width of ``1.82 * loc_rad``),
-        ``taper`` and ``xN``. ``PartFilt``: ``reg`` (jitter, default 0),
+        ``taper`` and ``xN``. ``iEnKS``: ``infl``, ``rot``, ``xN``, ``Lag``
+        (the window, in cycles; default 1), ``nIter`` (the most Gauss-Newton
+        iterations; default 10) and ``wtol`` (their tolerance; default 0,
+        every iteration runs). ``PartFilt``: ``reg`` (jitter, default 0),
         ``NER`` (resample when the effective size falls to ``NER * N``,
         default 1), ``resampl``, ``nuj`` and ``wroot``. Settings tuned by
         DAPPER for the standard 40-variable problem (``dapper.mods.Lorenz96.
@@ -436,7 +455,8 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
     ValueError, TypeError
         Before any work, for an unknown method, a parameter outside its
         domain, a method parameter DAPPER's filter does not take here, a
-        missing ``loc_rad`` for ``LETKF``, or ``spin_up >= problem.n_cycles``.
+        missing ``loc_rad`` for ``LETKF``, ``spin_up >= problem.n_cycles``,
+        or a cycle without observations for ``iEnKS``.
     ImportError
         When DAPPER is not installed: ``pip install sklearn-measattn[assimilation]``.
 
@@ -462,6 +482,14 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
             f"spin_up={spin_up} leaves no cycle to score: it must be below problem.n_cycles ({problem.n_cycles})."
         )
     _check_method_params(method, method_params)
+    if method == "iEnKS":
+        silent = np.flatnonzero(np.isnan(problem.observations).all(axis=1))
+        if silent.size:
+            raise ValueError(
+                f"DAPPER's iEnKS analyses every cycle, but {silent.size} cycle(s) of this problem observe nothing "
+                f"(the first: {silent[0]}): give each cycle at least one observation, or run a filter that "
+                f"forecasts through such cycles ({', '.join(m for m in DAPPER_METHODS if m != 'iEnKS')})."
+            )
     return _run_dapper(method, problem, ensemble_size=ensemble_size, spin_up=spin_up, random_state=random_state,
                        method_params=method_params)[0]
 

@@ -7,6 +7,7 @@ the scoring helper run everywhere: every argument is checked before DAPPER is
 imported.
 """
 
+import dataclasses
 import importlib.util
 import sys
 
@@ -31,7 +32,8 @@ needs_dapper = pytest.mark.skipif(
     importlib.util.find_spec("dapper") is None, reason="DAPPER is not installed (pip install sklearn-measattn[assimilation])"
 )
 
-SMALL = {"EnKF": {"infl": 1.02}, "EnKF_sqrt": {"infl": 1.02}, "EnKF_N": {"xN": 1.0}, "LETKF": {"infl": 1.02, "loc_rad": 3}, "PartFilt": {"reg": 0.7, "NER": 0.5}}
+SMALL = {"EnKF": {"infl": 1.02}, "EnKF_sqrt": {"infl": 1.02}, "EnKF_N": {"xN": 1.0}, "LETKF": {"infl": 1.02, "loc_rad": 3},
+         "iEnKS": {"Lag": 1, "nIter": 3, "xN": 1.0}, "PartFilt": {"reg": 0.7, "NER": 0.5}}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def test_missing_dapper_raises_import_error_naming_the_extra(no_dapper, gaussian
 @pytest.mark.parametrize(
     "method, kwargs, match",
     [
-        ("EnKF_PertObs", {}, r"'method' parameter .* \{'EnKF', 'EnKF_sqrt', 'EnKF_N', 'LETKF', 'PartFilt'\}"),
+        ("EnKF_PertObs", {}, r"'method' parameter .* \{'EnKF', 'EnKF_sqrt', 'EnKF_N', 'LETKF', 'iEnKS', 'PartFilt'\}"),
         ("enkf", {}, "'method' parameter"),
         ("EnKF", {"inflation": 1.05}, r"\['inflation'\]; for DAPPER's EnKF .* the keyword arguments it takes are infl, rot"),
         ("EnKF", {"N": 20}, "ensemble_size"),
@@ -68,6 +70,9 @@ def test_missing_dapper_raises_import_error_naming_the_extra(no_dapper, gaussian
         ("LETKF", {"infl": 1.02}, r"'loc_rad' parameter of DAPPER's LETKF .*\(it is required, e.g. loc_rad=4"),
         ("LETKF", {"loc_rad": -1.0}, "loc_rad"),
         ("PartFilt", {"NER": 1.5}, "NER"),
+        ("iEnKS", {"nIter": 0}, "nIter"),
+        ("iEnKS", {"Lag": 1.5}, "Lag"),
+        ("iEnKS", {"loc_rad": 4}, r"unexpected keyword argument\(s\) \['loc_rad'\]"),
         ("PartFilt", {"loc_rad": 4}, r"unexpected keyword argument\(s\) \['loc_rad'\]"),
     ],
 )
@@ -89,6 +94,26 @@ def test_bad_method_or_parameters_raise_before_dapper_is_imported(no_dapper, gau
 def test_bad_run_parameters_raise_before_dapper_is_imported(no_dapper, gaussian, kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
         run_dapper("EnKF", gaussian, **{"ensemble_size": 10, "spin_up": 50, **kwargs})
+
+
+def test_iEnKS_refuses_a_cycle_without_observations_before_dapper_is_imported(no_dapper, gaussian):
+    observations = gaussian.observations.copy()
+    observations[40] = np.nan
+    observations[3, 0] = np.nan  # a partly observed cycle is fine
+    problem = dataclasses.replace(gaussian, observations=observations)
+    with pytest.raises(ValueError, match=r"iEnKS analyses every cycle, but 1 cycle\(s\) .* \(the first: 40\)"):
+        run_dapper("iEnKS", problem, ensemble_size=10, spin_up=50, Lag=1)
+
+
+@needs_dapper
+def test_iEnKS_with_missing_observations_tracks_the_truth(gaussian):
+    observations = gaussian.observations.copy()
+    observations[np.random.default_rng(0).uniform(size=observations.shape) < 0.3] = np.nan
+    problem = dataclasses.replace(gaussian, observations=observations)
+    result = run_dapper("iEnKS", problem, ensemble_size=20, spin_up=50, random_state=0, **SMALL["iEnKS"])
+    full = run_dapper("iEnKS", gaussian, ensemble_size=20, spin_up=50, random_state=0, **SMALL["iEnKS"])
+    assert not result.diverged and result.rmse < 1.0
+    assert result.rmse > full.rmse  # fewer observations, a larger error
 
 
 def test_problem_must_be_a_twin_problem(no_dapper, gaussian):
