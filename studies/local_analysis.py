@@ -19,9 +19,9 @@ A local model from a file runs as one more method, tuned on the local grid::
     python studies/local_analysis.py --methods "local learned, truth-trained first round" \
         --local-model "local learned, truth-trained first round" truth.safetensors
 
-DAPPER's LETKF and EnKF-N (where DAPPER is installed) write to their own file::
+DAPPER's LETKF, EnKF-N and iEnKS (where DAPPER is installed) write to their own file::
 
-    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" "DAPPER EnKF-N" \
+    python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" "DAPPER EnKF-N" "DAPPER iEnKS" \
         --out studies/results/local_analysis_dapper.csv
 """
 
@@ -148,8 +148,9 @@ def _params(step):
 #: DAPPER's filters (``run_dapper``), where DAPPER is installed: the study's name -> DAPPER's method and its grid.
 #: The LETKF's grid is the package's LETKF's (``loc_rad`` the Gaspari-Cohn half-width / 1.82); the finite-size EnKF
 #: (EnKF-N, global, no localisation) estimates its own inflation, so its grid is its prior confidence ``xN`` and a
-#: small extra inflation.
-DAPPER_LETKF, DAPPER_ENKF_N = "DAPPER LETKF", "DAPPER EnKF-N"
+#: small extra inflation; the iterative ensemble Kalman smoother (iEnKS, global, with EnKF-N's inflation) adds its
+#: window, 1 or 2 cycles (scored by its filter analysis).
+DAPPER_LETKF, DAPPER_ENKF_N, DAPPER_IENKS = "DAPPER LETKF", "DAPPER EnKF-N", "DAPPER iEnKS"
 
 
 def dapper_grid():
@@ -160,7 +161,13 @@ def enkf_n_grid():
     return [{"xN": x, "infl": i} for x in (1.0, 2.0) for i in (1.0, 1.02, 1.05)]
 
 
-DAPPER_FILTERS = {DAPPER_LETKF: ("LETKF", dapper_grid), DAPPER_ENKF_N: ("EnKF_N", enkf_n_grid)}
+def ienks_grid():
+    return [{"Lag": lag, "xN": x, "infl": i, "nIter": 10, "wtol": 1e-5} for lag in (1, 2) for x in (1.0, 2.0)
+            for i in (1.0, 1.02)]
+
+
+DAPPER_FILTERS = {DAPPER_LETKF: ("LETKF", dapper_grid), DAPPER_ENKF_N: ("EnKF_N", enkf_n_grid),
+                  DAPPER_IENKS: ("iEnKS", ienks_grid)}
 
 
 def run_dapper_filter(name, setting, size, tuning, held_out, n_jobs):
