@@ -69,5 +69,6 @@ def main(argv=None):
                   f"max {1e3 * max(times[name]):.2f}); rmse {rmse[name]:.3f}; ratio to LETKF {median / base:.2f}",
                   flush=True)
 
+
 if __name__ == "__main__":
     main()
