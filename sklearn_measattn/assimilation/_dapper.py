@@ -251,13 +251,14 @@ def _observations_for_dapper(modelling, nd_Id_localization, problem):
     present = ~np.isnan(problem.observations)
     if present.all():
         return operator(model.observed), problem.observations, frozenset()
-    silent = frozenset(int(k) for k in np.flatnonzero(~present.any(axis=1)))
+    silent = frozenset(int(k) for k in _unobserved_cycles(problem))
     full = modelling.Operator(**operator(model.observed))
     operators = {}
 
     def operator_at(ko):
-        if ko in silent or ko >= problem.n_cycles:  # never analysed: the ticker gives no ko there (the iEnKS asks
-            return full                                 # for the operators of the cycles after the last, unused)
+        # never analysed: the ticker gives no ko there (the iEnKS asks for those of the cycles after the last)
+        if ko in silent or ko >= problem.n_cycles:
+            return full
         key = present[ko].tobytes()
         if key not in operators:
             operators[key] = modelling.Operator(**operator(model.observed[present[ko]]))
@@ -267,6 +268,11 @@ def _observations_for_dapper(modelling, nd_Id_localization, problem):
     for ko in range(problem.n_cycles):
         yy[ko] = problem.observations[ko, present[ko]]
     return _time_dependent(modelling, operator_at), yy, silent
+
+
+def _unobserved_cycles(problem):
+    """The cycles of ``problem`` whose observations are all missing."""
+    return np.flatnonzero(np.isnan(problem.observations).all(axis=1))
 
 
 def _make_hmm(modelling, obs, silent, problem, sample_initial, spin_up):
@@ -483,7 +489,7 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
         )
     _check_method_params(method, method_params)
     if method == "iEnKS":
-        silent = np.flatnonzero(np.isnan(problem.observations).all(axis=1))
+        silent = _unobserved_cycles(problem)
         if silent.size:
             raise ValueError(
                 f"DAPPER's iEnKS analyses every cycle, but {silent.size} cycle(s) of this problem observe nothing "
