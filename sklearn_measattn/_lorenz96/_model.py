@@ -20,13 +20,16 @@ FORCING = NumberInterval(Real, None, None, closed="neither")
 
 
 def _lorenz96_tendency(x, forcing):
-    """``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` along the last axis, cyclic."""
-    return (np.roll(x, -1, axis=-1) - np.roll(x, 2, axis=-1)) * np.roll(x, 1, axis=-1) - x + forcing
+    """``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` along the last axis, cyclic (numpy or torch, so that
+    training can differentiate through the model)."""
+    if isinstance(x, np.ndarray):
+        return (np.roll(x, -1, axis=-1) - np.roll(x, 2, axis=-1)) * np.roll(x, 1, axis=-1) - x + forcing
+    return (x.roll(-1, -1) - x.roll(2, -1)) * x.roll(1, -1) - x + forcing
 
 
 def _integrate_lorenz96(x, forcing, duration, time_step):
     """Classical fourth-order Runge-Kutta over ``duration``, with the largest step
-    ``<= time_step`` that divides it; ``x`` of shape ``(..., n_features)``."""
+    ``<= time_step`` that divides it; ``x`` of shape ``(..., n_features)``, a numpy array or a torch tensor."""
     n_steps = max(1, math.ceil(duration / time_step - 1e-9))
     h = duration / n_steps
     with np.errstate(over="ignore", invalid="ignore"):

@@ -92,6 +92,7 @@ from ._sampled import (
     skewed_errors,
 )
 from ._synthetic import PRIOR_KINDS, make_synthetic_analysis_data
+from ._through_cycle import fit_local_analysis_through_cycle, unrolled_local_analysis
 from ._twin import ANALYSIS_NAMES, ANALYSIS_STEPS, DIVERGENCE_RULE, TwinResult, resolve_analysis, twin_experiment
 from ._workflow import TUNING_RULE, TuningResult, compare_analyses, tune_analysis
 
@@ -137,6 +138,7 @@ __all__ = [
     "dapper_method",
     "fit_learned_analysis",
     "fit_local_analysis",
+    "fit_local_analysis_through_cycle",
     "gaspari_cohn",
     "local_analysis_features",
     "localization_matrix",
@@ -151,4 +153,5 @@ __all__ = [
     "skewed_errors",
     "tune_analysis",
     "twin_experiment",
+    "unrolled_local_analysis",
 ]

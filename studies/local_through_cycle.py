@@ -1,0 +1,45 @@
+"""The shipped local step fine-tuned against the truth through the cycle (the ceiling of truth-free training).
+
+Trains ``fit_local_analysis_through_cycle`` from ``pretrained_analysis("local")``
+and saves the model file, which ``studies/local_analysis.py --local-model``
+then tunes and runs beside the others::
+
+    python studies/local_through_cycle.py --out studies/results/local_through_cycle.safetensors
+    python studies/local_analysis.py --methods "local learned, through the cycle" \
+        --local-model "local learned, through the cycle" studies/results/local_through_cycle.safetensors
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from sklearn_measattn import save_model
+from sklearn_measattn.assimilation import fit_local_analysis_through_cycle, pretrained_analysis
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+from attention_speed import cpu_description  # noqa: E402
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="where to write the model file")
+    parser.add_argument("--iterations", type=int, default=2400)
+    parser.add_argument("--unroll", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(cpu_description(), flush=True)
+    start = time.perf_counter()
+    step = fit_local_analysis_through_cycle(pretrained_analysis("local"), n_iterations=args.iterations,
+                                            unroll=args.unroll, n_runs=args.runs, lr=args.lr,
+                                            random_state=args.seed, verbose=1)
+    save_model(step.estimator, args.out)
+    print(f"trained in {time.perf_counter() - start:.0f} s; wrote {args.out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
