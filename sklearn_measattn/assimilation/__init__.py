@@ -43,6 +43,14 @@ divergence is detected.
   the models of the assimilation pages ship with the package
   (:data:`ANALYSIS_MODELS`): :func:`pretrained_analysis` puts one in a filter,
   :func:`analysis_model_path` gives its file for :func:`~sklearn_measattn.load_model`.
+- The local learned analysis, a measure-to-measure LETKF: :class:`LocalLearnedAnalysis`
+  maps every grid point's window (:func:`local_analysis_features`) to its
+  analysis members, one batched network call per cycle;
+  :func:`fit_local_analysis` trains one without the likelihood and without
+  the truth (priors from :func:`record_forecasts`, pairs from
+  :func:`make_local_analysis_data`); where the truth and the model are
+  known, :func:`fit_local_analysis_through_cycle` fine-tunes it through the
+  cycle, differentiating :func:`unrolled_local_analysis` and the forecasts.
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
   (optional extra ``pip install sklearn-measattn[assimilation]``); the other
   way round, any analysis step as a DAPPER method (an ``xp`` for DAPPER's
