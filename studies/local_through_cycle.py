@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from sklearn_measattn import save_model
-from sklearn_measattn.assimilation import fit_local_analysis_through_cycle, pretrained_analysis
+from sklearn_measattn import load_model, save_model
+from sklearn_measattn.assimilation import LocalLearnedAnalysis, fit_local_analysis_through_cycle, pretrained_analysis
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from attention_speed import cpu_description  # noqa: E402
@@ -31,10 +31,13 @@ def main():
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", default=None,
+                        help="a local model file to fine-tune further (default: the shipped step)")
     args = parser.parse_args()
     print(cpu_description(), flush=True)
     start = time.perf_counter()
-    step = fit_local_analysis_through_cycle(pretrained_analysis("local"), n_iterations=args.iterations,
+    start_step = pretrained_analysis("local") if args.start is None else LocalLearnedAnalysis(load_model(args.start))
+    step = fit_local_analysis_through_cycle(start_step, n_iterations=args.iterations,
                                             unroll=args.unroll, n_runs=args.runs, lr=args.lr,
                                             random_state=args.seed, verbose=1)
     save_model(step.estimator, args.out)

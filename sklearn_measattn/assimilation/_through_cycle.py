@@ -184,8 +184,8 @@ def unrolled_local_analysis(step, forecast, observation, observed, *, noise_scal
     n_batch = forecast.shape[0]
 
     def per_ensemble(value):
-        return torch.as_tensor(value, dtype=torch.float64).expand(n_batch).clone() if torch.as_tensor(
-            value).ndim == 0 else torch.as_tensor(value, dtype=torch.float64)
+        value = torch.as_tensor(value, dtype=torch.float64)
+        return value.expand(n_batch).clone() if value.ndim == 0 else value
 
     scale = per_ensemble(noise_scale)
     variance = scale**2 if observation_variance is None else per_ensemble(observation_variance)
