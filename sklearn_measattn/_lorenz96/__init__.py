@@ -7,7 +7,7 @@ the same model, spin it up the same way and observe it through the same
 (``datasets`` publishes the model, ``assimilation`` the observation model).
 """
 
-from ._model import FORCING, MIN_VARIABLES, SPIN_UP_TIME, attractor_states, integrate_lorenz96
+from ._model import FORCING, MIN_VARIABLES, SPIN_UP_TIME, attractor_states, integrate_lorenz96, lorenz96_flow
 from ._noise import CauchyNoise, GaussianNoise, NoiseLaw, StudentTNoise, as_noise_laws, noise_law
 from ._observation import N_VARIABLES, NOISE, OBSERVATION_NOISES, OBSERVED, ObservationModel
 
@@ -27,5 +27,6 @@ __all__ = [
     "as_noise_laws",
     "attractor_states",
     "integrate_lorenz96",
+    "lorenz96_flow",
     "noise_law",
 ]

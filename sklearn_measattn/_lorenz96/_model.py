@@ -11,7 +11,7 @@ from sklearn.utils import check_random_state
 from .._param_validation import validate_params
 from .._validation import POSITIVE_REAL, NumberInterval
 
-__all__ = ["FORCING", "MIN_VARIABLES", "SPIN_UP_TIME", "attractor_states", "integrate_lorenz96"]
+__all__ = ["FORCING", "MIN_VARIABLES", "SPIN_UP_TIME", "attractor_states", "integrate_lorenz96", "lorenz96_flow"]
 
 SPIN_UP_TIME = 10.0  # model time units: long enough to reach the attractor from F + small noise
 MIN_VARIABLES = 4  # the tendency couples x_{i-2}, x_{i-1}, x_i and x_{i+1}
@@ -91,6 +91,12 @@ def integrate_lorenz96(states, duration, *, forcing=8.0, time_step=0.01):
         )
     return _integrate_lorenz96(states, float(forcing), float(duration), float(time_step))
 
+
+
+def lorenz96_flow(states, duration, *, forcing, time_step):
+    """:func:`integrate_lorenz96` without its checks, on a numpy array or a torch tensor (float64): training
+    through the cycle differentiates the forecasts through it."""
+    return _integrate_lorenz96(states, float(forcing), float(duration), float(time_step))
 
 
 def attractor_states(shape, *, forcing, time_step, perturbation, random_state):

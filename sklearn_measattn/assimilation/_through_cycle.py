@@ -22,8 +22,7 @@ import numpy as np
 import torch
 from sklearn.utils import check_random_state
 
-from .._lorenz96 import as_noise_laws
-from .._lorenz96._model import _integrate_lorenz96, attractor_states
+from .._lorenz96 import as_noise_laws, attractor_states, lorenz96_flow
 from .._param_validation import validate_params
 from .._validation import NumberInterval
 from ..estimator import fitted_network
@@ -213,8 +212,8 @@ class _Runs:
 
     def cycle(self, analyse, ensemble):
         """Forecast ``ensemble`` and the truth one interval, observe, analyse; returns (analysis, truth)."""
-        self.truth = _integrate_lorenz96(self.truth, _FORCING, self.dt_obs, _TIME_STEP)
-        forecast = _integrate_lorenz96(ensemble, _FORCING, self.dt_obs, _TIME_STEP)
+        self.truth = lorenz96_flow(self.truth, self.dt_obs, forcing=_FORCING, time_step=_TIME_STEP)
+        forecast = lorenz96_flow(ensemble, self.dt_obs, forcing=_FORCING, time_step=_TIME_STEP)
         shape = tuple(self.truth.shape)
         observation = self.truth + self.scale * torch.as_tensor(self.law.standard_noise(shape, self.rng))
         present = self.network[None, :] & torch.as_tensor(self.rng.uniform(size=shape) >= self.missing_fraction)
