@@ -7,6 +7,11 @@ then tunes and runs beside the others::
     python studies/local_through_cycle.py --out studies/results/local_through_cycle.safetensors
     python studies/local_analysis.py --methods "local learned, through the cycle" \
         --local-model "local learned, through the cycle" studies/results/local_through_cycle.safetensors
+
+``--start`` trains a model file further (with another ``--seed``, for other runs)::
+
+    python studies/local_through_cycle.py --start studies/results/local_through_cycle.safetensors --seed 1 \
+        --out studies/results/local_through_cycle_longer.safetensors
 """
 
 from __future__ import annotations
