@@ -27,8 +27,7 @@ from .._param_validation import validate_params
 from .._validation import NumberInterval
 from ..estimator import fitted_network
 from ..losses import energy_loss
-from ._baselines import gaspari_cohn
-from ._letkf import ring_distances
+from ._letkf import observation_weights
 from ._local import _SPREAD_FLOOR, LocalLearnedAnalysis, _checked_recipe, _default_laws, _kalman_variance_of, _reflection
 
 __all__ = ["fit_local_analysis_through_cycle", "unrolled_local_analysis"]
@@ -94,8 +93,7 @@ class _Unrolled:
         self.module = fitted_network(step.estimator).module
         self.window_radius = recipe["window_radius"]
         radius = recipe["localization_radius"] if step.localization_radius is None else step.localization_radius
-        self.localization_weights = torch.as_tensor(
-            gaspari_cohn(ring_distances(n_variables, np.arange(n_variables)), radius), dtype=torch.float64)
+        self.localization_weights = torch.as_tensor(observation_weights(n_variables, np.arange(n_variables), radius))
         self.inflation = recipe["inflation"] if step.inflation is None else step.inflation
         self.noise_ratio_range = tuple(recipe["noise_ratio_range"])
         self.clip = recipe["letkf_clip"]

@@ -19,8 +19,7 @@ from sklearn_measattn.assimilation import (
     twin_experiment,
     unrolled_local_analysis,
 )
-from sklearn_measattn.assimilation._baselines import gaspari_cohn
-from sklearn_measattn.assimilation._letkf import ring_distances
+from sklearn_measattn.assimilation._letkf import observation_weights
 from sklearn_measattn.assimilation._through_cycle import _local_features
 
 
@@ -51,7 +50,7 @@ def test_torch_features_equal_the_numpy_windows(clip):
                                                        observation_variance=1.3, clip=clip)
     observation, present = _one_network(16, observed, values)
     one = torch.ones(1, dtype=torch.float64)
-    weights = torch.as_tensor(gaspari_cohn(ring_distances(16, np.arange(16)), 2.5))
+    weights = torch.as_tensor(observation_weights(16, np.arange(16), 2.5))
     features, mean, scale = _local_features(torch.as_tensor(forecast)[None], observation, present,
                                             noise_scale=0.8 * one, noise_tail=0.4 * one,
                                             observation_variance=1.3 * one, window_radius=3,
