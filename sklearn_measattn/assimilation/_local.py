@@ -643,9 +643,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         params = {key: value for key, value in estimator.get_params().items()
                   if key in warm_start.estimator.analysis_recipe_["trained_by"]["estimator"]}
         params.update(lr=lr, batch_size=batch_size)
-        earlier = [*warm_start.estimator.analysis_recipe_["trained_by"].get("earlier", []),
-                   {key: value for key, value in warm_start.estimator.analysis_recipe_["trained_by"].items()
-                    if key != "earlier"}]
+        earlier = rounds_so_far(warm_start.estimator.analysis_recipe_)
     sizes = sorted(X)
     for epoch in range(max_epochs):
         for size in sizes:
@@ -676,6 +674,12 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         },
     }
     return LocalLearnedAnalysis(estimator)
+
+
+def rounds_so_far(recipe):
+    """Every training round of a recipe, oldest first: its ``earlier`` rounds, then its last (``trained_by``)."""
+    trained_by = recipe["trained_by"]
+    return [*trained_by.get("earlier", []), {key: value for key, value in trained_by.items() if key != "earlier"}]
 
 
 def _check_warm_start(step, *, window_radius, localization_radius, clip, network_changed):

@@ -28,7 +28,15 @@ from .._validation import NumberInterval
 from ..estimator import fitted_network
 from ..losses import energy_loss
 from ._letkf import observation_weights
-from ._local import _SPREAD_FLOOR, LocalLearnedAnalysis, _checked_recipe, _default_laws, _kalman_variance_of, _reflection
+from ._local import (
+    _SPREAD_FLOOR,
+    LocalLearnedAnalysis,
+    _checked_recipe,
+    _default_laws,
+    _kalman_variance_of,
+    _reflection,
+    rounds_so_far,
+)
 
 __all__ = ["fit_local_analysis_through_cycle", "unrolled_local_analysis"]
 
@@ -379,8 +387,7 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
             ensemble, loss = runs.ensemble, 0.0
             for _ in range(unroll):
                 ensemble, truth = runs.cycle(analyse, ensemble)
-                n_batch, n_members, _ = ensemble.shape
-                loss = loss + energy_loss(ensemble.permute(0, 2, 1).reshape(-1, n_members, 1),
+                loss = loss + energy_loss(ensemble.permute(0, 2, 1).reshape(-1, ensemble.shape[1], 1),
                                           truth.reshape(-1, 1, 1)) / (2 * unroll)
             runs.ensemble, runs.age = ensemble.detach(), runs.age + 1
             if not torch.isfinite(loss):
@@ -396,7 +403,6 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
                       f"{np.mean(losses[-25:]):.4f} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
     finally:
         module.eval()
-    previous = recipe["trained_by"]
     estimator.analysis_recipe_ = {**recipe, "trained_by": {
         "function": "fit_local_analysis_through_cycle",
         "target": "truth through the cycle",
@@ -409,7 +415,7 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
         "batches_replaced_for_losing_the_truth": int(replaced),
         "final_crps": round(float(np.mean(losses[-25:])), 5) if losses else None,
         "seconds": round(time.perf_counter() - start, 1),
-        "earlier": [*previous.get("earlier", []), {key: value for key, value in previous.items() if key != "earlier"}],
+        "earlier": rounds_so_far(recipe),
     }}
     return tuned
 
