@@ -1,4 +1,4 @@
-"""The shipped local step fine-tuned against the truth through the cycle (the ceiling of truth-free training).
+"""The shipped local step fine-tuned through the cycle, against the truth or against stand-ins of recorded forecasts.
 
 Trains ``fit_local_analysis_through_cycle`` from ``pretrained_analysis("local")``
 and saves the model file, which ``studies/local_analysis.py --local-model``
@@ -7,6 +7,14 @@ then tunes and runs beside the others::
     python studies/local_through_cycle.py --out studies/results/local_through_cycle.safetensors
     python studies/local_analysis.py --methods "local learned, through the cycle" \
         --local-model "local learned, through the cycle" studies/results/local_through_cycle.safetensors
+
+``--stand-ins`` starts every batch from LETKF forecasts recorded as for the
+shipped step (``record_forecasts(random_state=0)``), one member the stand-in
+truth, instead of from a nature run; ``--lifetime 1 --spin-up 0`` makes every batch a fresh draw, scored
+from the recorded prior on::
+
+    python studies/local_through_cycle.py --stand-ins --lifetime 1 --spin-up 0 \
+        --out studies/results/local_through_cycle_stand_ins.safetensors
 
 ``--start`` trains a model file further (with another ``--seed``, for other runs)::
 
@@ -22,7 +30,12 @@ import time
 from pathlib import Path
 
 from sklearn_measattn import load_model, save_model
-from sklearn_measattn.assimilation import LocalLearnedAnalysis, fit_local_analysis_through_cycle, pretrained_analysis
+from sklearn_measattn.assimilation import (
+    LocalLearnedAnalysis,
+    fit_local_analysis_through_cycle,
+    pretrained_analysis,
+    record_forecasts,
+)
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 from attention_speed import cpu_description  # noqa: E402
@@ -36,15 +49,23 @@ def main():
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--lr", type=float, default=2e-4)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lifetime", type=int, default=8, help="iterations a batch of runs serves")
+    parser.add_argument("--spin-up", type=int, default=20, help="cycles a new batch runs before it trains")
+    parser.add_argument("--stand-ins", action="store_true",
+                        help="start the runs from recorded LETKF forecasts, one member the stand-in truth")
     parser.add_argument("--start", default=None,
                         help="a local model file to fine-tune further (default: the shipped step)")
     args = parser.parse_args()
     print(cpu_description(), flush=True)
     start = time.perf_counter()
     start_step = pretrained_analysis("local") if args.start is None else LocalLearnedAnalysis(load_model(args.start))
-    step = fit_local_analysis_through_cycle(start_step, n_iterations=args.iterations,
+    forecasts = None
+    if args.stand_ins:
+        forecasts = record_forecasts(random_state=0)
+        print(f"recorded {len(forecasts)} LETKF forecasts in {time.perf_counter() - start:.0f} s", flush=True)
+    step = fit_local_analysis_through_cycle(start_step, forecasts=forecasts, n_iterations=args.iterations,
                                             unroll=args.unroll, n_runs=args.runs, lr=args.lr,
-                                            random_state=args.seed, verbose=1)
+                                            lifetime=args.lifetime, spin_up=args.spin_up, random_state=args.seed, verbose=1)
     save_model(step.estimator, args.out)
     print(f"trained in {time.perf_counter() - start:.0f} s; wrote {args.out}", flush=True)
 

@@ -31,6 +31,7 @@ from ._letkf import observation_weights
 from ._local import (
     _SPREAD_FLOOR,
     LocalLearnedAnalysis,
+    _checked_forecasts,
     _checked_recipe,
     _default_laws,
     _kalman_variance_of,
@@ -200,17 +201,32 @@ def unrolled_local_analysis(step, forecast, observation, observed, *, noise_scal
 
 
 class _Runs:
-    """A batch of twin runs of one setting (ensemble size, interval, observation network, noise law and scale)."""
+    """A batch of twin runs of one setting (ensemble size, interval, observation network, noise law and scale).
 
-    def __init__(self, *, n_runs, n_members, n_variables, dt_obs, spacing, law, scale, missing_fraction, rng):
+    Without ``records`` the truth is a nature run and the ensemble starts as the truth plus unit Gaussian noise; with
+    ``records`` (recorded forecasts of ``n_members + 1`` members) every run starts from one of them, a member drawn at
+    random the stand-in truth and the others the ensemble.
+    """
+
+    def __init__(self, *, n_runs, n_members, n_variables, dt_obs, spacing, law, scale, missing_fraction, rng,
+                 records=None):
         self.n_members, self.dt_obs, self.law, self.scale = n_members, dt_obs, law, scale
         self.missing_fraction, self.rng = missing_fraction, rng
         self.network = torch.zeros(n_variables, dtype=torch.bool)
         self.network[rng.randint(spacing)::spacing] = True
-        truth = attractor_states((n_runs, n_variables), forcing=_FORCING, time_step=_TIME_STEP, perturbation=1.0,
-                                 random_state=rng)
-        self.truth = torch.as_tensor(truth)
-        self.ensemble = self.truth[:, None, :] + torch.as_tensor(rng.standard_normal((n_runs, n_members, n_variables)))
+        if records is None:
+            truth = attractor_states((n_runs, n_variables), forcing=_FORCING, time_step=_TIME_STEP, perturbation=1.0,
+                                     random_state=rng)
+            self.truth = torch.as_tensor(truth)
+            self.ensemble = self.truth[:, None, :] + torch.as_tensor(
+                rng.standard_normal((n_runs, n_members, n_variables)))
+        else:
+            chosen = records[rng.randint(len(records), size=n_runs)]  # (n_runs, n_members + 1, n_variables)
+            stand_in = rng.randint(n_members + 1, size=n_runs)
+            others = np.ones(chosen.shape[:2], dtype=bool)
+            others[np.arange(n_runs), stand_in] = False
+            self.truth = torch.as_tensor(chosen[np.arange(n_runs), stand_in])
+            self.ensemble = torch.as_tensor(chosen[others].reshape(n_runs, n_members, n_variables))
         n = torch.ones(n_runs, dtype=torch.float64)
         self.noise_scale, self.noise_tail = scale * n, law.tail * n
         self.observation_variance = _kalman_variance_of(law, scale) * n
@@ -232,7 +248,8 @@ class _Runs:
     {
         "step": "no_validation",
         "noise": "no_validation",
-        "ensemble_sizes": [list, tuple],
+        "forecasts": [list, tuple, None],
+        "ensemble_sizes": [list, tuple, None],
         "n_variables": [NumberInterval(Integral, 8, None, closed="left")],
         "dt_obs": [list, tuple],
         "observation_spacings": [list, tuple],
@@ -249,14 +266,14 @@ class _Runs:
     },
     prefer_skip_nested_validation=True,
 )
-def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20, 40), n_variables=40,
+def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemble_sizes=None, n_variables=40,
                                      dt_obs=(0.05, 0.1, 0.15), observation_spacings=(1, 2, 4), n_runs=4, unroll=4,
                                      n_iterations=300, spin_up=20, lifetime=8, missing_fraction=0.1,
                                      scale_range=(0.5, 2.0), lr=2e-4, random_state=0, verbose=0):
-    """Fine-tune a local learned analysis against the truth through the cycle, differentiating through the forecasts.
+    """Fine-tune a local learned analysis through the cycle, differentiating through the forecasts between analyses.
 
-    Where the truth is known, the filter can be trained as a whole (MNMEF's
-    way, Carey et al. 2025): in every iteration a batch of ``n_runs`` twin
+    Where the forecast model is known, the filter can be trained as a whole
+    (MNMEF's way, Carey et al. 2025): in every iteration a batch of ``n_runs`` twin
     runs of one setting (an ensemble size, an observation interval, every
     ``k``-th variable observed from a random offset, a noise law from
     ``noise`` at its scale times a factor log-uniform in ``scale_range``,
@@ -273,8 +290,18 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
     ``spin_up`` cycles without gradients. Batches of every ensemble size take
     turns, so one weight set serves them all.
 
-    This needs the truth and the forecast model, unlike
-    :func:`fit_local_analysis`: the filter's ceiling where they are known.
+    Where the runs start decides what the network is scored against. By
+    default the truth is a nature run of the model and the ensemble starts
+    around it (MNMEF's training against the truth). With ``forecasts``
+    (recorded ensembles of ``N + 1`` members, :func:`record_forecasts`),
+    every run starts from a recorded ensemble instead: one member drawn at
+    random is the stand-in truth, the other ``N`` the ensemble, and the
+    stand-in is carried forward by the same model, as
+    :func:`fit_local_analysis` scores one analysis against a stand-in (with
+    ``lifetime=1`` every batch is a fresh draw, so the scores cover the
+    first ``unroll`` cycles after a recorded prior). Either way the training
+    needs the forecast model and draws of the noise, and not the likelihood
+    nor the truth of the recorded runs.
 
     Parameters
     ----------
@@ -285,10 +312,14 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
     noise : NoiseLaw, ObservationModel, list of them or None, default=None
         The noise laws; None: Gaussian, Student-t with 1.5 and 4 degrees of
         freedom and Cauchy, of scale 1.
-    ensemble_sizes : sequence of int, default=(10, 20, 40)
-        Ensemble sizes of the runs, in turn.
+    forecasts : list of ndarray of shape (N + 1, n_variables) or None, default=None
+        Recorded forecast ensembles the runs start from, one member the
+        stand-in truth (:func:`record_forecasts`); None: nature runs.
+    ensemble_sizes : sequence of int or None, default=None
+        Ensemble sizes of the runs, in turn; None: 10, 20 and 40, or with
+        ``forecasts`` every ``N`` they hold (a size given must be among them).
     n_variables : int, default=40
-        Lorenz-96 variables (forcing 8).
+        Lorenz-96 variables (forcing 8); with ``forecasts``, theirs.
     dt_obs : sequence of float, default=(0.05, 0.1, 0.15)
         Observation intervals drawn from.
     observation_spacings : sequence of int, default=(1, 2, 4)
@@ -301,7 +332,7 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
         Optimiser steps.
     spin_up : int, default=20
         Cycles a new batch runs before it trains (from the truth plus unit
-        Gaussian noise).
+        Gaussian noise, or from the recorded forecasts).
     lifetime : int, default=8
         Iterations a batch serves before a new setting replaces it.
     missing_fraction : float, default=0.1
@@ -342,7 +373,21 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
         )
     recipe = _checked_recipe(step.estimator)
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis_through_cycle")
-    sizes = _positive_integers(ensemble_sizes, "ensemble_sizes", minimum=2)
+    records = None
+    if forecasts is not None:
+        checked = _checked_forecasts(forecasts)
+        if any(forecast.shape[1] != n_variables for forecast in checked):
+            raise ValueError(f"forecasts must have n_variables={n_variables} variables; got "
+                             f"{sorted({forecast.shape[1] for forecast in checked})} (pass n_variables to match).")
+        records = {}
+        for forecast in checked:
+            records.setdefault(forecast.shape[0] - 1, []).append(forecast)
+        records = {size: np.stack(group) for size, group in sorted(records.items())}
+    sizes = list(records) if ensemble_sizes is None and records is not None else \
+        _positive_integers((10, 20, 40) if ensemble_sizes is None else ensemble_sizes, "ensemble_sizes", minimum=2)
+    if records is not None and not set(sizes) <= set(records):
+        raise ValueError(f"ensemble_sizes {sizes} must be among the sizes the forecasts hold ({list(records)}, one "
+                         "member each the stand-in truth); record them or leave ensemble_sizes at None.")
     spacings = _positive_integers(observation_spacings, "observation_spacings", minimum=1)
     intervals = [float(dt) for dt in dt_obs]
     if not intervals or any(not np.isfinite(dt) or dt <= 0 for dt in intervals):
@@ -368,7 +413,7 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
         runs = _Runs(n_runs=n_runs, n_members=size, n_variables=n_variables,
                      dt_obs=intervals[rng.randint(len(intervals))], spacing=spacings[rng.randint(len(spacings))],
                      law=law, scale=law.scale * float(np.exp(rng.uniform(low, high))),
-                     missing_fraction=missing_fraction, rng=rng)
+                     missing_fraction=missing_fraction, rng=rng, records=None if records is None else records[size])
         with torch.no_grad():
             for _ in range(spin_up):
                 runs.ensemble, _ = runs.cycle(analyse, runs.ensemble)
@@ -405,7 +450,9 @@ def fit_local_analysis_through_cycle(step, noise=None, *, ensemble_sizes=(10, 20
         module.eval()
     estimator.analysis_recipe_ = {**recipe, "trained_by": {
         "function": "fit_local_analysis_through_cycle",
-        "target": "truth through the cycle",
+        "target": "truth through the cycle" if records is None else
+                  "stand-ins from recorded forecasts through the cycle",
+        "n_forecasts": None if records is None else {str(size): len(group) for size, group in records.items()},
         "noise": [repr(law) for law in laws],
         "ensemble_sizes": sizes,
         "dt_obs": intervals,

@@ -20,7 +20,7 @@ from sklearn_measattn.assimilation import (
     unrolled_local_analysis,
 )
 from sklearn_measattn.assimilation._letkf import observation_weights
-from sklearn_measattn.assimilation._through_cycle import _local_features
+from sklearn_measattn.assimilation._through_cycle import _local_features, _Runs
 
 
 @pytest.fixture(scope="module")
@@ -148,16 +148,27 @@ def test_a_step_that_is_not_local_is_refused(step):
         fit_local_analysis_through_cycle(step.estimator, n_iterations=1)
 
 
-def test_training_through_the_cycle_improves_the_letkf_it_starts_from():
+@pytest.mark.parametrize("start", ["nature runs", "stand-ins of recorded forecasts"])
+def test_training_through_the_cycle_improves_the_letkf_it_starts_from(start):
     """A step whose correction is still zero is the LETKF without inflation, which loses the truth in this setting;
-    through the cycle it learns to keep it, on problems it never saw (measured against the LETKF it started as)."""
+    through the cycle it learns to keep it, on problems it never saw (measured against the LETKF it started as),
+    whether the runs score it against nature runs or against stand-in members of recorded forecasts, every batch a
+    fresh draw."""
     forecasts = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
                                  n_cycles=30, spin_up=10, every=5, random_state=0)
     letkf = fit_local_analysis(ObservationModel(n_variables=12), forecasts=forecasts, window_radius=2, d_model=8,
                                n_heads=2, n_layers=1, max_epochs=1, lr=1e-9)
-    tuned = fit_local_analysis_through_cycle(letkf, GaussianNoise(), ensemble_sizes=(6,), n_variables=12,
-                                             dt_obs=(0.1,), observation_spacings=(2,), n_runs=4, unroll=3,
-                                             n_iterations=60, spin_up=5, lr=1e-2, random_state=0)
+    if start == "nature runs":
+        runs = dict(ensemble_sizes=(6,), spin_up=5)
+    else:
+        recorded = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.1,), observation_spacings=(2,),
+                                    n_cycles=100, spin_up=20, every=2, random_state=1)
+        runs = dict(forecasts=recorded, spin_up=0, lifetime=1)
+    tuned = fit_local_analysis_through_cycle(letkf, GaussianNoise(), n_variables=12, dt_obs=(0.1,),
+                                             observation_spacings=(2,), n_runs=4, unroll=3, n_iterations=60,
+                                             lr=1e-2, random_state=0, **runs)
+    assert tuned.estimator.analysis_recipe_["trained_by"]["target"] == (
+        "truth through the cycle" if start == "nature runs" else "stand-ins from recorded forecasts through the cycle")
     for k in range(2):
         problem = make_twin_problem(n_variables=12, observed="every_other", dt_obs=0.1, n_cycles=200,
                                     random_state=100 + k)
@@ -165,3 +176,31 @@ def test_training_through_the_cycle_improves_the_letkf_it_starts_from():
                          for step in (letkf, tuned))
         assert not after.diverged
         assert after.crps < 0.9 * before.crps
+
+
+def test_runs_from_recorded_forecasts_start_from_one_member_as_the_stand_in():
+    records = np.random.default_rng(0).normal(size=(5, 4, 12))  # five forecasts of 3 + 1 members
+    runs = _Runs(n_runs=3, n_members=3, n_variables=12, dt_obs=0.05, spacing=2, law=GaussianNoise(), scale=1.0,
+                 missing_fraction=0.0, rng=np.random.RandomState(0), records=records)
+    assert runs.truth.shape == (3, 12) and runs.ensemble.shape == (3, 3, 12)
+    for truth, ensemble in zip(runs.truth.numpy(), runs.ensemble.numpy()):
+        together = np.concatenate([truth[None], ensemble])
+        matches = [k for k in range(5) if sorted(map(tuple, records[k])) == sorted(map(tuple, together))]
+        assert len(matches) == 1
+
+
+def test_recorded_forecasts_set_the_sizes_and_are_checked_before_training(step):
+    forecasts = record_forecasts(ensemble_sizes=(4, 6), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+                                 n_cycles=20, spin_up=10, every=5, random_state=0)
+    tuned = fit_local_analysis_through_cycle(step, GaussianNoise(), forecasts=forecasts, n_variables=12, n_runs=2,
+                                             unroll=2, n_iterations=2, spin_up=0, random_state=0)
+    trained_by = tuned.estimator.analysis_recipe_["trained_by"]
+    assert trained_by["ensemble_sizes"] == [4, 6] and trained_by["n_forecasts"] == {"4": 2, "6": 2}
+    before = [p.detach().clone() for p in step.estimator.net_.module_.parameters()]
+    for kwargs, match in [(dict(n_variables=16), "forecasts must have n_variables=16"),
+                          (dict(ensemble_sizes=(5,)), r"ensemble_sizes \[5\] must be among the sizes"),
+                          (dict(forecasts=[np.zeros((2, 12))]), "with N \\+ 1 >= 3 members")]:
+        with pytest.raises(ValueError, match=match):
+            fit_local_analysis_through_cycle(step, GaussianNoise(), **{"forecasts": forecasts, "n_variables": 12,
+                                                                       "n_iterations": 2, **kwargs})
+    assert all(torch.equal(p, b) for p, b in zip(step.estimator.net_.module_.parameters(), before))
