@@ -7,7 +7,12 @@ first trains on forecasts of a cycled LETKF under Gaussian noise; the second
 records forecasts from the first step's own cycle under Gaussian and Cauchy
 noise and trains it further on them and the first round's forecasts, at a
 quarter of the learning rate. The file shipped as
-``pretrained_analysis("local")`` is made this way. With ``--target truth``
+``pretrained_analysis("local")`` is made this way. With ``--second cycle``
+the second round trains through the cycle instead
+(``fit_local_analysis_through_cycle``), every run started from one of the
+recorded LETKF forecasts with a member as the stand-in truth and scored over
+its first five cycles; ``--first FILE`` takes the first round from a model
+file (its fitting time is then not in the total). With ``--target truth``
 the same rounds train against the recorded truth instead of a stand-in member
 (same forecasts, draws and seed): what the stand-in costs, where the truth
 is known.
@@ -16,6 +21,7 @@ Usage::
 
     python benchmarks/local_analysis_training.py --out local.safetensors
     python benchmarks/local_analysis_training.py --rounds 1    # the first round only
+    python benchmarks/local_analysis_training.py --second cycle --out local.safetensors
     python benchmarks/local_analysis_training.py --rounds 1 --target truth --out truth.safetensors
     python benchmarks/local_analysis_training.py --quick       # a small recipe, to check the script (~1 min)
 """
@@ -29,8 +35,15 @@ from pathlib import Path
 
 import torch
 
-from sklearn_measattn import save_model
-from sklearn_measattn.assimilation import CauchyNoise, GaussianNoise, fit_local_analysis, record_forecasts
+from sklearn_measattn import load_model, save_model
+from sklearn_measattn.assimilation import (
+    CauchyNoise,
+    GaussianNoise,
+    LocalLearnedAnalysis,
+    fit_local_analysis,
+    fit_local_analysis_through_cycle,
+    record_forecasts,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attention_speed import cpu_description  # noqa: E402
@@ -39,6 +52,8 @@ BUDGET_SECONDS = 30 * 60
 #: The first round's epochs; the second round: its own cycle's forecasts (per law and setting), epochs, learning rate.
 FIRST_EPOCHS = 10
 SECOND = dict(n_cycles=300, spin_up=50, every=3, max_epochs=3, lr=5e-4)
+#: The second round through the cycle: iterations of four runs, each from a recorded forecast, five cycles long.
+THROUGH_CYCLE = dict(n_iterations=3600, n_runs=4, unroll=5, lifetime=1, spin_up=0, lr=2e-4)
 QUICK = dict(ensemble_sizes=(10,), dt_obs=(0.1,), observation_spacings=(2,), n_cycles=120, spin_up=20)
 
 
@@ -47,22 +62,33 @@ def main(argv=None):
     parser.add_argument("--out", default=None, help="save the model file here")
     parser.add_argument("--quick", action="store_true", help="a small recipe (smoke test of the script)")
     parser.add_argument("--rounds", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--second", choices=("own-cycle", "cycle"), default="own-cycle",
+                        help="the second round: on forecasts of the first step's own cycle, or through the cycle")
+    parser.add_argument("--first", default=None, help="a model file to take as the first round")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", choices=("stand-in", "truth"), default="stand-in",
                         help="train against a stand-in member (the shipped recipe) or the recorded truth")
     args = parser.parse_args(argv)
+    if args.second == "cycle" and args.target == "truth":
+        parser.error("--second cycle trains against stand-ins of the recorded forecasts; leave --target at stand-in")
     print(f"{cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     start = time.perf_counter()
     truth = args.target == "truth"
     forecasts, truths = record_forecasts(**(QUICK if args.quick else {}), return_truth=True, random_state=args.seed)
     print(f"recorded {len(forecasts)} LETKF forecasts in {time.perf_counter() - start:.0f} s", flush=True)
     params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": FIRST_EPOCHS}
-    step = fit_local_analysis(forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
-                              verbose=1, **params)
+    if args.first is None:
+        step = fit_local_analysis(forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
+                                  verbose=1, **params)
+    else:
+        step = LocalLearnedAnalysis(load_model(args.first))
     pairs = step.estimator.analysis_recipe_["trained_by"]["n_pairs"]
     print(f"first round: trained on {sum(pairs.values())} windows ({pairs}); {time.perf_counter() - start:.0f} s "
           "so far", flush=True)
-    if args.rounds == 2:
+    if args.rounds == 2 and args.second == "cycle":
+        step = fit_local_analysis_through_cycle(step, forecasts=forecasts, random_state=args.seed, verbose=1,
+                                                **{**THROUGH_CYCLE, **({"n_iterations": 20} if args.quick else {})})
+    elif args.rounds == 2:
         own, own_truths = record_forecasts(
             **({**QUICK, "n_cycles": SECOND["n_cycles"] // 2} if args.quick else
                dict(n_cycles=SECOND["n_cycles"], spin_up=SECOND["spin_up"])),
