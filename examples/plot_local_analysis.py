@@ -16,7 +16,9 @@ The shipped model (``pretrained_analysis("local")``) was trained without the
 likelihood and without any true trajectory: on forecast ensembles of ``N + 1``
 members recorded from LETKF runs, one member playing the truth, its
 observations simulated with Gaussian, Student-t and Cauchy noise
-(:func:`~sklearn_measattn.assimilation.fit_local_analysis`). Here it runs on
+(:func:`~sklearn_measattn.assimilation.fit_local_analysis`), then through
+five cycles from the same forecasts, the stand-in carried forward by the
+model (:func:`~sklearn_measattn.assimilation.fit_local_analysis_through_cycle`). Here it runs on
 a sparse network (every 4th of 40 Lorenz-96 variables observed every 0.15
 time units) under Gaussian and under Cauchy noise, beside the LETKF with the
 parameters the assimilation pages tuned for it; the run is short (a few hundred

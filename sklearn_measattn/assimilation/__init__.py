@@ -48,9 +48,10 @@ divergence is detected.
   analysis members, one batched network call per cycle;
   :func:`fit_local_analysis` trains one without the likelihood and without
   the truth (priors from :func:`record_forecasts`, pairs from
-  :func:`make_local_analysis_data`); where the truth and the model are
-  known, :func:`fit_local_analysis_through_cycle` fine-tunes it through the
-  cycle, differentiating :func:`unrolled_local_analysis` and the forecasts.
+  :func:`make_local_analysis_data`); where the forecast model is
+  differentiable, :func:`fit_local_analysis_through_cycle` fine-tunes it
+  through the cycle, against nature runs or stand-in members of recorded
+  forecasts, differentiating :func:`unrolled_local_analysis` and the forecasts.
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
   (optional extra ``pip install sklearn-measattn[assimilation]``); the other
   way round, any analysis step as a DAPPER method (an ``xp`` for DAPPER's

@@ -63,14 +63,14 @@ _SHIPPED = {
             "observations and each member's local ETKF analysis in, a correction of that analysis out, for all "
             "grid points in one batched call per cycle; trained likelihood-free and truth-free on LETKF forecasts "
             "of 10, 20 and 40 members (one member the stand-in truth) with Gaussian, Student-t (df 1.5, 4) and "
-            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable, then further on forecasts of "
-            "its own cycle under Gaussian and Cauchy noise; the local analysis page"
+            "Cauchy noise of scales 0.5-2 on every first, second or fourth variable, then through the cycle: runs "
+            "started from those forecasts, one member the stand-in truth carried forward by the Lorenz-96 model, "
+            "scored over five cycles of forecasts and analyses; the local analysis page"
         ),
         trained_by=(
-            "benchmarks/local_analysis_training.py: step = fit_local_analysis(forecasts=record_forecasts("
-            "random_state=0), max_epochs=10), then fit_local_analysis(forecasts=own + forecasts, warm_start=step, "
-            "max_epochs=3, lr=5e-4) with own = record_forecasts(analysis=step, noise=[GaussianNoise(), "
-            "CauchyNoise()], n_cycles=300, spin_up=50, random_state=1)"
+            "benchmarks/local_analysis_training.py: forecasts = record_forecasts(random_state=0); step = "
+            "fit_local_analysis(forecasts=forecasts, max_epochs=10), then fit_local_analysis_through_cycle(step, "
+            "forecasts=forecasts, n_iterations=3600, n_runs=4, unroll=5, lifetime=1, spin_up=0, random_state=0)"
         ),
         local=True,
     ),

@@ -1,15 +1,15 @@
-"""Training a local learned analysis against the truth through the cycle: the filter unrolled, differentiated end to end.
+"""Training a local learned analysis through the cycle: the filter unrolled, differentiated end to end.
 
 The likelihood-free recipe (:func:`fit_local_analysis`) scores one analysis
-of a calibrated prior against a stand-in member. Where the truth is known (a
-twin experiment, a reanalysis), the filter itself can be the model: the
-ensembles of a batch of twin runs are forecast by the Lorenz-96 model, the
-network analyses them, and the proper score of each analysis against the
-truth, over a few consecutive cycles, is differentiated through the
-analyses *and* the forecasts between them, so that a step learns what its
-analysis does to the next forecasts. This is how MNMEF (Carey et al. 2025)
-trains; here it fine-tunes a step made by :func:`fit_local_analysis`.
-"""
+of a calibrated prior against a stand-in member. With the forecast model in
+torch, the filter itself can be the model: the ensembles of a batch of twin
+runs are forecast by the Lorenz-96 model, the network analyses them, and the
+proper score of each analysis against the run's truth (a nature run, or a
+stand-in member of a recorded forecast carried forward by the model), over a
+few consecutive cycles, is differentiated through the analyses *and* the
+forecasts between them, so that a step learns what its analysis does to the
+next forecasts. This is how MNMEF (Carey et al. 2025) trains; here it
+fine-tunes a step made by :func:`fit_local_analysis`."""
 
 from __future__ import annotations
 

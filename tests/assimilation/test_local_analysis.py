@@ -157,7 +157,9 @@ def test_training_against_a_known_truth_changes_the_target_and_keeps_the_prior(f
 def test_shipped_model_loads_alone_and_holds_the_truth_beside_the_letkf():
     step = pretrained_analysis("local")
     recipe = step.estimator.analysis_recipe_
-    assert recipe["kind"] == "local" and recipe["trained_by"]["function"] == "fit_local_analysis"
+    assert recipe["kind"] == "local" and recipe["trained_by"]["function"] == "fit_local_analysis_through_cycle"
+    assert recipe["trained_by"]["target"] == "stand-ins from recorded forecasts through the cycle"
+    assert [round["function"] for round in recipe["trained_by"]["earlier"]] == ["fit_local_analysis"]
     problem = make_twin_problem(n_variables=40, observed=np.arange(0, 40, 4), dt_obs=0.15, n_cycles=150,
                                 random_state=77)
     learned = twin_experiment(step, problem, ensemble_size=20, spin_up=50, random_state=0)
