@@ -365,6 +365,13 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
     ...                                          n_runs=2, unroll=2, n_iterations=3, spin_up=2)
     >>> tuned.estimator.analysis_recipe_["trained_by"]["function"]
     'fit_local_analysis_through_cycle'
+
+    Against stand-in members of the recorded forecasts instead of nature runs:
+
+    >>> tuned = fit_local_analysis_through_cycle(step, GaussianNoise(), forecasts=forecasts, n_variables=12,
+    ...                                          n_runs=2, unroll=2, n_iterations=3, lifetime=1, spin_up=0)
+    >>> tuned.estimator.analysis_recipe_["trained_by"]["target"]
+    'stand-ins from recorded forecasts through the cycle'
     """
     if not isinstance(step, LocalLearnedAnalysis):
         raise TypeError(
