@@ -1,10 +1,14 @@
-"""The shipped local step fine-tuned through the cycle, against the truth or against stand-ins of recorded forecasts.
+"""A local step fine-tuned through the cycle, against nature runs or against stand-ins of recorded forecasts.
 
-Trains ``fit_local_analysis_through_cycle`` from ``pretrained_analysis("local")``
-and saves the model file, which ``studies/local_analysis.py --local-model``
-then tunes and runs beside the others::
+Trains ``fit_local_analysis_through_cycle`` from a model file (``--start``;
+default ``pretrained_analysis("local")``) and saves the model file, which
+``studies/local_analysis.py --local-model`` then tunes and runs beside the
+others. The page's fine-tunes start from the earlier shipped step (its second
+round on its own cycle's forecasts), kept as
+``studies/results/local_own_cycle.safetensors``::
 
-    python studies/local_through_cycle.py --out studies/results/local_through_cycle.safetensors
+    python studies/local_through_cycle.py --start studies/results/local_own_cycle.safetensors \
+        --out studies/results/local_through_cycle.safetensors
     python studies/local_analysis.py --methods "local learned, through the cycle" \
         --local-model "local learned, through the cycle" studies/results/local_through_cycle.safetensors
 
@@ -13,8 +17,8 @@ shipped step (``record_forecasts(random_state=0)``), one member the stand-in
 truth, instead of from a nature run; ``--lifetime 1 --spin-up 0`` makes every batch a fresh draw, scored
 from the recorded prior on::
 
-    python studies/local_through_cycle.py --stand-ins --lifetime 1 --spin-up 0 \
-        --out studies/results/local_through_cycle_stand_ins.safetensors
+    python studies/local_through_cycle.py --start studies/results/local_own_cycle.safetensors --stand-ins \
+        --lifetime 1 --spin-up 0 --out studies/results/local_through_cycle_stand_ins.safetensors
 
 ``--start`` trains a model file further (with another ``--seed``, for other runs)::
 
@@ -65,7 +69,8 @@ def main():
         print(f"recorded {len(forecasts)} LETKF forecasts in {time.perf_counter() - start:.0f} s", flush=True)
     step = fit_local_analysis_through_cycle(start_step, forecasts=forecasts, n_iterations=args.iterations,
                                             unroll=args.unroll, n_runs=args.runs, lr=args.lr,
-                                            lifetime=args.lifetime, spin_up=args.spin_up, random_state=args.seed, verbose=1)
+                                            lifetime=args.lifetime, spin_up=args.spin_up, random_state=args.seed,
+                                            verbose=1)
     save_model(step.estimator, args.out)
     print(f"trained in {time.perf_counter() - start:.0f} s; wrote {args.out}", flush=True)
 
