@@ -386,12 +386,13 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
         if any(forecast.shape[1] != n_variables for forecast in checked):
             raise ValueError(f"forecasts must have n_variables={n_variables} variables; got "
                              f"{sorted({forecast.shape[1] for forecast in checked})} (pass n_variables to match).")
-        records = {}
+        by_size = {}
         for forecast in checked:
-            records.setdefault(forecast.shape[0] - 1, []).append(forecast)
-        records = {size: np.stack(group) for size, group in sorted(records.items())}
-    sizes = list(records) if ensemble_sizes is None and records is not None else \
-        _positive_integers((10, 20, 40) if ensemble_sizes is None else ensemble_sizes, "ensemble_sizes", minimum=2)
+            by_size.setdefault(forecast.shape[0] - 1, []).append(forecast)
+        records = {size: np.stack(group) for size, group in sorted(by_size.items())}
+    if ensemble_sizes is None:
+        ensemble_sizes = (10, 20, 40) if records is None else list(records)
+    sizes = _positive_integers(ensemble_sizes, "ensemble_sizes", minimum=2)
     if records is not None and not set(sizes) <= set(records):
         raise ValueError(f"ensemble_sizes {sizes} must be among the sizes the forecasts hold ({list(records)}, one "
                          "member each the stand-in truth); record them or leave ensemble_sizes at None.")
