@@ -44,6 +44,11 @@ __all__ = ["fit_local_analysis_through_cycle", "unrolled_local_analysis"]
 _FORCING, _TIME_STEP = 8.0, 0.01
 
 
+def _lorenz96(states, duration):
+    """The default forecast model: Lorenz-96 with forcing 8, Runge-Kutta steps of at most 0.01."""
+    return lorenz96_flow(states, duration, forcing=_FORCING, time_step=_TIME_STEP)
+
+
 def _local_features(forecast, observation, present, *, noise_scale, noise_tail, observation_variance, window_radius,
                     localization_weights, noise_ratio_range, clip):
     """:func:`local_analysis_features` for a batch of ensembles, in torch, differentiable in ``forecast``.
@@ -209,8 +214,9 @@ class _Runs:
     """
 
     def __init__(self, *, n_runs, n_members, n_variables, dt_obs, spacing, law, scale, missing_fraction, rng,
-                 records=None):
+                 records=None, forecast_model=None):
         self.n_members, self.dt_obs, self.law, self.scale = n_members, dt_obs, law, scale
+        self.forecast_model = _lorenz96 if forecast_model is None else forecast_model
         self.missing_fraction, self.rng = missing_fraction, rng
         self.network = torch.zeros(n_variables, dtype=torch.bool)
         self.network[rng.randint(spacing)::spacing] = True
@@ -234,8 +240,8 @@ class _Runs:
 
     def cycle(self, analyse, ensemble):
         """Forecast ``ensemble`` and the truth one interval, observe, analyse; returns (analysis, truth)."""
-        self.truth = lorenz96_flow(self.truth, self.dt_obs, forcing=_FORCING, time_step=_TIME_STEP)
-        forecast = lorenz96_flow(ensemble, self.dt_obs, forcing=_FORCING, time_step=_TIME_STEP)
+        self.truth = self.forecast_model(self.truth, self.dt_obs)
+        forecast = self.forecast_model(ensemble, self.dt_obs)
         shape = tuple(self.truth.shape)
         observation = self.truth + self.scale * torch.as_tensor(self.law.standard_noise(shape, self.rng))
         present = self.network[None, :] & torch.as_tensor(self.rng.uniform(size=shape) >= self.missing_fraction)
@@ -249,6 +255,7 @@ class _Runs:
         "step": "no_validation",
         "noise": "no_validation",
         "forecasts": [list, tuple, None],
+        "forecast_model": [callable, None],
         "ensemble_sizes": [list, tuple, None],
         "n_variables": [NumberInterval(Integral, 8, None, closed="left")],
         "dt_obs": [list, tuple],
@@ -266,7 +273,8 @@ class _Runs:
     },
     prefer_skip_nested_validation=True,
 )
-def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemble_sizes=None, n_variables=40,
+def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, forecast_model=None, ensemble_sizes=None,
+                                     n_variables=40,
                                      dt_obs=(0.05, 0.1, 0.15), observation_spacings=(1, 2, 4), n_runs=4, unroll=4,
                                      n_iterations=300, spin_up=20, lifetime=8, missing_fraction=0.1,
                                      scale_range=(0.5, 2.0), lr=2e-4, random_state=0, verbose=0):
@@ -278,7 +286,7 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
     ``k``-th variable observed from a random offset, a noise law from
     ``noise`` at its scale times a factor log-uniform in ``scale_range``,
     each observation missing with probability ``missing_fraction``) goes
-    ``unroll`` cycles on: forecast by the Lorenz-96 model (in torch), the
+    ``unroll`` cycles on: forecast by the model (Lorenz-96 in torch, or ``forecast_model``), the
     step's analysis (:func:`unrolled_local_analysis`), and the CRPS of every
     variable's analysis members against the truth (the energy score in one
     dimension). The mean over the cycles is differentiated through the
@@ -303,6 +311,13 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
     needs the forecast model and draws of the noise, and not the likelihood
     nor the truth of the recorded runs.
 
+    The forecast model is Lorenz-96 unless ``forecast_model`` is given: any
+    function of a float64 torch tensor of states ``(..., n_variables)`` and
+    a duration that returns the states forecast that long, written in torch
+    operations so that the gradient flows through it (a model of the user's
+    system; the runs then start from ``forecasts`` of that system, recorded
+    by the user's own filter).
+
     Parameters
     ----------
     step : LocalLearnedAnalysis
@@ -315,6 +330,12 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
     forecasts : list of ndarray of shape (N + 1, n_variables) or None, default=None
         Recorded forecast ensembles the runs start from, one member the
         stand-in truth (:func:`record_forecasts`); None: nature runs.
+    forecast_model : callable or None, default=None
+        ``forecast_model(states, duration)``: the states (a float64
+        ``torch.Tensor`` of shape ``(..., n_variables)``) forecast
+        ``duration`` (an interval of ``dt_obs``) on, differentiable in torch;
+        it needs ``forecasts``. None: Lorenz-96 with forcing 8 (Runge-Kutta
+        steps of at most 0.01).
     ensemble_sizes : sequence of int or None, default=None
         Ensemble sizes of the runs, in turn; None: 10, 20 and 40, or with
         ``forecasts`` every ``N`` they hold (a size given must be among them).
@@ -372,6 +393,20 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
     ...                                          n_runs=2, unroll=2, n_iterations=3, lifetime=1, spin_up=0)
     >>> tuned.estimator.analysis_recipe_["trained_by"]["target"]
     'stand-ins from recorded forecasts through the cycle'
+
+    With a forecast model of one's own (here a damped Lorenz-96 written in
+    torch, one Euler step per 0.01; ``forecasts`` would come from that system):
+
+    >>> def damped_lorenz96(states, duration):
+    ...     for _ in range(max(1, round(duration / 0.01))):
+    ...         tendency = (states.roll(-1, -1) - states.roll(2, -1)) * states.roll(1, -1) - 1.5 * states + 8.0
+    ...         states = states + duration / max(1, round(duration / 0.01)) * tendency
+    ...     return states
+    >>> tuned = fit_local_analysis_through_cycle(step, GaussianNoise(), forecasts=forecasts,
+    ...                                          forecast_model=damped_lorenz96, n_variables=12, n_runs=2,
+    ...                                          unroll=2, n_iterations=3, lifetime=1, spin_up=0)
+    >>> tuned.estimator.analysis_recipe_["trained_by"]["forecast_model"]
+    'damped_lorenz96'
     """
     if not isinstance(step, LocalLearnedAnalysis):
         raise TypeError(
@@ -404,6 +439,11 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
         raise ValueError(f"observation_spacings must be at most n_variables={n_variables}; got {spacings}.")
     if len(scale_range) != 2 or not 0 < scale_range[0] <= scale_range[1]:
         raise ValueError(f"scale_range must be (low, high) with 0 < low <= high; got {scale_range!r}.")
+    if forecast_model is not None:
+        if records is None:
+            raise ValueError("forecast_model needs forecasts= (recorded ensembles of its system for the runs to "
+                             "start from): without them the runs are nature runs of Lorenz-96.")
+        _check_forecast_model(forecast_model, next(iter(records.values()))[:2], min(intervals))
     start = time.perf_counter()
     rng = check_random_state(random_state)
     estimator = copy.deepcopy(step.estimator)
@@ -412,8 +452,11 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
     analyse = _Unrolled(tuned, n_variables)
     module = analyse.module
     optimiser = torch.optim.Adam(module.parameters(), lr=lr)
-    threshold = 2.0 * float(np.std(attractor_states((64, n_variables), forcing=_FORCING, time_step=_TIME_STEP,
-                                                   perturbation=1.0, random_state=0)))
+    if forecast_model is None:
+        threshold = 2.0 * float(np.std(attractor_states((64, n_variables), forcing=_FORCING, time_step=_TIME_STEP,
+                                                       perturbation=1.0, random_state=0)))
+    else:  # the system's own spread: the records' values about their mean, pooled
+        threshold = 2.0 * float(np.std(np.concatenate([group.reshape(-1, n_variables) for group in records.values()])))
     low, high = np.log(scale_range[0]), np.log(scale_range[1])
 
     def new_runs(size):
@@ -421,7 +464,8 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
         runs = _Runs(n_runs=n_runs, n_members=size, n_variables=n_variables,
                      dt_obs=intervals[rng.randint(len(intervals))], spacing=spacings[rng.randint(len(spacings))],
                      law=law, scale=law.scale * float(np.exp(rng.uniform(low, high))),
-                     missing_fraction=missing_fraction, rng=rng, records=None if records is None else records[size])
+                     missing_fraction=missing_fraction, rng=rng, records=None if records is None else records[size],
+                     forecast_model=forecast_model)
         with torch.no_grad():
             for _ in range(spin_up):
                 runs.ensemble, _ = runs.cycle(analyse, runs.ensemble)
@@ -462,6 +506,8 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
                   "stand-ins from recorded forecasts through the cycle",
         "n_forecasts": None if records is None else {str(size): len(group) for size, group in records.items()},
         "noise": [repr(law) for law in laws],
+        "forecast_model": "Lorenz-96, forcing 8" if forecast_model is None else
+                          getattr(forecast_model, "__qualname__", type(forecast_model).__qualname__),
         "ensemble_sizes": sizes,
         "dt_obs": intervals,
         "observation_spacings": spacings,
@@ -473,6 +519,24 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, ensemb
         "earlier": rounds_so_far(recipe),
     }}
     return tuned
+
+
+def _check_forecast_model(forecast_model, states, duration):
+    """Refuse a forecast model that does not return finite float64 states of the shape it was given."""
+    given = torch.as_tensor(states, dtype=torch.float64)
+    try:
+        with torch.no_grad():
+            forecast = forecast_model(given.clone(), duration)
+    except Exception as error:
+        raise ValueError(f"forecast_model(states, duration) failed on recorded states of shape {tuple(given.shape)} "
+                         f"and duration {duration}: {type(error).__name__}: {error}") from error
+    if not isinstance(forecast, torch.Tensor):
+        raise TypeError(f"forecast_model must return a torch.Tensor (the states forecast, written in torch so that "
+                        f"the gradient flows through it); got {type(forecast).__name__}.")
+    if forecast.shape != given.shape or forecast.dtype != torch.float64 or not bool(torch.isfinite(forecast).all()):
+        raise ValueError(f"forecast_model must return finite float64 states of the shape it is given "
+                         f"{tuple(given.shape)}; got {tuple(forecast.shape)}, {forecast.dtype}, "
+                         f"{'finite' if bool(torch.isfinite(forecast).all()) else 'not finite'}.")
 
 
 def _tracking(runs, threshold):

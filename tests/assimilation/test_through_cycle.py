@@ -204,3 +204,48 @@ def test_recorded_forecasts_set_the_sizes_and_are_checked_before_training(step):
             fit_local_analysis_through_cycle(step, GaussianNoise(), **{"forecasts": forecasts, "n_variables": 12,
                                                                        "n_iterations": 2, **kwargs})
     assert all(torch.equal(p, b) for p, b in zip(step.estimator.net_.module_.parameters(), before))
+
+
+def test_a_forecast_model_of_ones_own_carries_the_runs(step):
+    """The default model passed as a function trains the same network bit for bit; another model is the one that
+    forecasts every run (the stand-ins and the members, each cycle), and its name is in the recipe."""
+    from sklearn_measattn.assimilation._through_cycle import _lorenz96
+
+    forecasts = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+                                 n_cycles=20, spin_up=10, every=5, random_state=0)
+    kwargs = dict(forecasts=forecasts, n_variables=12, dt_obs=(0.05,), n_runs=2, unroll=2, n_iterations=3,
+                  lifetime=1, spin_up=0, random_state=0)
+    default = fit_local_analysis_through_cycle(step, GaussianNoise(), **kwargs)
+    passed = fit_local_analysis_through_cycle(step, GaussianNoise(), forecast_model=_lorenz96, **kwargs)
+    assert all(torch.equal(a, b) for a, b in zip(default.estimator.net_.module_.parameters(),
+                                                 passed.estimator.net_.module_.parameters()))
+    assert default.estimator.analysis_recipe_["trained_by"]["forecast_model"] == "Lorenz-96, forcing 8"
+    calls = []
+
+    def slowed(states, duration):
+        calls.append(tuple(states.shape))
+        return _lorenz96(states, duration) * 0.5 + 4.0
+
+    other = fit_local_analysis_through_cycle(step, GaussianNoise(), forecast_model=slowed, **kwargs)
+    assert calls == [(2, 7, 12)] + [(2, 12), (2, 6, 12)] * 3 * 2  # the check, then the truth and members per cycle
+    assert not all(torch.equal(a, b) for a, b in zip(default.estimator.net_.module_.parameters(),
+                                                     other.estimator.net_.module_.parameters()))
+    assert other.estimator.analysis_recipe_["trained_by"]["forecast_model"].endswith("slowed")
+
+
+@pytest.mark.parametrize("forecast_model, forecasts, error, match", [
+    (lambda states, duration: states, None, ValueError, "forecast_model needs forecasts="),
+    (lambda states, duration: states.numpy(), "recorded", TypeError, "must return a torch.Tensor"),
+    (lambda states, duration: states[..., :-1], "recorded", ValueError, "of the shape it is given"),
+    (lambda states, duration: states.float(), "recorded", ValueError, "finite float64 states"),
+    (lambda states, duration: states / 0.0, "recorded", ValueError, "not finite"),
+    (lambda states: states, "recorded", ValueError, "forecast_model\\(states, duration\\) failed"),
+])
+def test_a_forecast_model_that_cannot_serve_is_refused_before_training(step, forecast_model, forecasts, error, match):
+    recorded = record_forecasts(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,),
+                                n_cycles=20, spin_up=10, every=5, random_state=0)
+    before = [p.detach().clone() for p in step.estimator.net_.module_.parameters()]
+    with pytest.raises(error, match=match):
+        fit_local_analysis_through_cycle(step, GaussianNoise(), forecasts=recorded if forecasts else None,
+                                         forecast_model=forecast_model, n_variables=12, n_iterations=2)
+    assert all(torch.equal(p, b) for p, b in zip(step.estimator.net_.module_.parameters(), before))
