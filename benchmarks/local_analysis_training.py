@@ -25,6 +25,13 @@ Usage::
     python benchmarks/local_analysis_training.py --second own-cycle --out earlier.safetensors
     python benchmarks/local_analysis_training.py --rounds 1 --target truth --out truth.safetensors
     python benchmarks/local_analysis_training.py --quick       # a small recipe, to check the script (~1 min)
+
+``--first-epochs``, ``--iterations`` and ``--sizes`` vary the recipe (the
+first round's epochs, the second round's iterations and the ensemble sizes
+its batches take in turn, a size named twice drawn twice as often): the
+variants the local analysis page compares with the shipped recipe.
+
+    python benchmarks/local_analysis_training.py --first-epochs 5 --iterations 4200 --sizes 10 20 40 10 20
 """
 
 from __future__ import annotations
@@ -66,6 +73,12 @@ def main(argv=None):
     parser.add_argument("--second", choices=("cycle", "own-cycle"), default="cycle",
                         help="the second round: on forecasts of the first step's own cycle, or through the cycle")
     parser.add_argument("--first", default=None, help="a model file to take as the first round")
+    parser.add_argument("--first-epochs", type=int, default=FIRST_EPOCHS, help="the first round's epochs")
+    parser.add_argument("--iterations", type=int, default=THROUGH_CYCLE["n_iterations"],
+                        help="the second round's iterations (through the cycle)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="the ensemble sizes the second round's batches take in turn (default: every size "
+                             "recorded, 10 20 40)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", choices=("stand-in", "truth"), default="stand-in",
                         help="train against a stand-in member (the shipped recipe) or the recorded truth")
@@ -78,7 +91,7 @@ def main(argv=None):
     truth = args.target == "truth"
     forecasts, truths = record_forecasts(**(QUICK if args.quick else {}), return_truth=True, random_state=args.seed)
     print(f"recorded {len(forecasts)} LETKF forecasts in {time.perf_counter() - start:.0f} s", flush=True)
-    params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": FIRST_EPOCHS}
+    params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": args.first_epochs}
     if args.first is None:
         step = fit_local_analysis(forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
                                   verbose=1, **params)
@@ -89,7 +102,8 @@ def main(argv=None):
           "so far", flush=True)
     if args.rounds == 2 and args.second == "cycle":
         step = fit_local_analysis_through_cycle(step, forecasts=forecasts, random_state=args.seed, verbose=1,
-                                                **{**THROUGH_CYCLE, **({"n_iterations": 20} if args.quick else {})})
+                                                ensemble_sizes=args.sizes,
+                                                **{**THROUGH_CYCLE, "n_iterations": 20 if args.quick else args.iterations})
     elif args.rounds == 2:
         own, own_truths = record_forecasts(
             **({**QUICK, "n_cycles": SECOND["n_cycles"] // 2} if args.quick else
