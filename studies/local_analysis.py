@@ -279,7 +279,7 @@ THROUGH_CYCLE = "local learned, through the cycle"
 STAND_INS = "local learned, through the cycle from stand-ins"
 #: The shipped recipe trained again and varied (``benchmarks/local_analysis_training.py``): method -> what was run.
 RECIPE_VARIANTS = {
-    "local learned, recipe rerun": "the same, run again",
+    "local learned, recipe rerun": "the shipped recipe, run again",
     "local learned, 5 epochs then 4200 iterations": "first round 5 epochs, second 4200 iterations",
     "local learned, 5 epochs then 4200 iterations, smaller sizes twice as often":
         "the same, 10 and 20 members drawn twice as often as 40",
@@ -447,8 +447,9 @@ def render(rows):
     variants = render_variants(rows)
     if variants:
         lines += ["The recipe run again and varied", "^" * 60, "",
-                  "The shipped recipe trained again from scratch on another CPU (its float rounding gives other "
-                  "weights), and two variants of it, each tuned by the same protocol, beside the shipped step: RMSE "
+                  "The shipped recipe trained again from scratch in one run on an Intel Xeon (the shipped file's first "
+                  "round was fitted on an AMD CPU, and float rounding gives other weights), and two variants of it, "
+                  "each tuned by the same protocol, beside the shipped step: RMSE "
                   "per seed, their ratio, and the ratio to the goal's reference of the same seed.", "", *variants, ""]
     for setting in SETTINGS:
         for size in sorted({int(r["members"]) for r in rows if r["setting"] == setting}):

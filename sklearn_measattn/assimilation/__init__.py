@@ -51,7 +51,8 @@ divergence is detected.
   :func:`make_local_analysis_data`); where the forecast model is
   differentiable, :func:`fit_local_analysis_through_cycle` fine-tunes it
   through the cycle, against nature runs or stand-in members of recorded
-  forecasts, differentiating :func:`unrolled_local_analysis` and the forecasts.
+  forecasts, differentiating :func:`unrolled_local_analysis` and the forecasts
+  (of Lorenz-96, or of the user's own system written in torch).
 - DAPPER's filters on the same truth and observations: :func:`run_dapper`
   (optional extra ``pip install sklearn-measattn[assimilation]``); the other
   way round, any analysis step as a DAPPER method (an ``xp`` for DAPPER's
