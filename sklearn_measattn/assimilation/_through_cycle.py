@@ -274,9 +274,8 @@ class _Runs:
     prefer_skip_nested_validation=True,
 )
 def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, forecast_model=None, ensemble_sizes=None,
-                                     n_variables=40,
-                                     dt_obs=(0.05, 0.1, 0.15), observation_spacings=(1, 2, 4), n_runs=4, unroll=4,
-                                     n_iterations=300, spin_up=20, lifetime=8, missing_fraction=0.1,
+                                     n_variables=40, dt_obs=(0.05, 0.1, 0.15), observation_spacings=(1, 2, 4), n_runs=4,
+                                     unroll=4, n_iterations=300, spin_up=20, lifetime=8, missing_fraction=0.1,
                                      scale_range=(0.5, 2.0), lr=2e-4, random_state=0, verbose=0):
     """Fine-tune a local learned analysis through the cycle, differentiating through the forecasts between analyses.
 
@@ -395,12 +394,13 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, foreca
     'stand-ins from recorded forecasts through the cycle'
 
     With a forecast model of one's own (here a damped Lorenz-96 written in
-    torch, one Euler step per 0.01; ``forecasts`` would come from that system):
+    torch, five Euler steps per interval; ``forecasts`` would come from that
+    system):
 
-    >>> def damped_lorenz96(states, duration):
-    ...     for _ in range(max(1, round(duration / 0.01))):
+    >>> def damped_lorenz96(states, duration, n_steps=5):
+    ...     for _ in range(n_steps):
     ...         tendency = (states.roll(-1, -1) - states.roll(2, -1)) * states.roll(1, -1) - 1.5 * states + 8.0
-    ...         states = states + duration / max(1, round(duration / 0.01)) * tendency
+    ...         states = states + duration / n_steps * tendency
     ...     return states
     >>> tuned = fit_local_analysis_through_cycle(step, GaussianNoise(), forecasts=forecasts,
     ...                                          forecast_model=damped_lorenz96, n_variables=12, n_runs=2,
