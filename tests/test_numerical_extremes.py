@@ -173,6 +173,31 @@ def test_beyond_float32_range_rejected_before_training(heavy, seeded_tiny_params
     assert not hasattr(model, "net_")
 
 
+@pytest.mark.parametrize("value, message, dtype", [
+    (1e300, "magnitude up to 1e[+]300", np.float64), (-1e300, "magnitude up to 1e[+]300", np.float64),
+    *[(value, message, dtype) for dtype in (np.float64, np.float32)
+      for value, message in ((np.inf, "produced inf"), (-np.inf, "produced inf"), (np.nan, "produced NaN"))],
+])
+def test_float32_range_check_finds_one_bad_value_of_either_sign(value, message, dtype):
+    from sklearn_measattn._validation import check_float32_range
+
+    X = np.zeros((3, 4, 2))
+    X[1, 2, 1] = value
+    with pytest.raises(ValueError, match=message):
+        check_float32_range(X.astype(dtype), "X", None)
+    X[1, 2, 1] = -3.4e38  # the float32 range's edge passes, as does an empty batch
+    check_float32_range(X.astype(dtype), "X", None)
+    check_float32_range(np.zeros((0, 4, 2), dtype=dtype), "X", None)
+
+
+def test_float32_training_data_are_not_copied():
+    from sklearn_measattn._training._net import as_batch
+
+    X = np.ones((5, 3, 2), dtype=np.float32)
+    assert as_batch(X, None, None)["X"] is X
+    assert as_batch(X.astype(np.float64), None, None)["X"].dtype == np.float32
+
+
 @pytest.mark.slow
 def test_predict_never_returns_nan(heavy, seeded_tiny_params):
     """Extreme inputs at predict time: finite output or a clear error."""

@@ -287,8 +287,8 @@ def update_net(net, params):
 
 
 def as_batch(X, x_weights, y_weights):
-    """The dict of float32 arrays that skorch slices into batches."""
-    batch = {"X": X.astype(np.float32)}
+    """The dict of float32 arrays that skorch slices into batches (float32 data are not copied)."""
+    batch = {"X": X.astype(np.float32, copy=False)}
     if x_weights is not None:
         batch["weights"] = x_weights.astype(np.float32)
     if y_weights is not None:

@@ -645,6 +645,8 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         params.update(lr=lr, batch_size=batch_size)
         earlier = rounds_so_far(warm_start.estimator.analysis_recipe_)
     sizes = sorted(X)
+    # The network reads float32: converted once here, not again by every epoch's fit.
+    X = {size: X[size].astype(np.float32) for size in sizes}
     for epoch in range(max_epochs):
         for size in sizes:
             estimator.fit(X[size], y[size])
