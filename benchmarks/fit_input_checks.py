@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +41,7 @@ from sklearn_measattn._validation import check_float32_range
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attention_speed import cpu_description  # noqa: E402
+from training_speed import timed  # noqa: E402
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -52,15 +52,6 @@ def previous_float32_range_check(X):
         raise ValueError("non-finite")
     if float(np.max(np.abs(X))) > _FLOAT32_MAX:
         raise ValueError("beyond float32")
-
-
-def timed(function, repeats):
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), min(times), max(times)
 
 
 def show(label, figures, against=None):
@@ -88,12 +79,12 @@ def main(argv=None):
     epochs = {"float64": [], "float32": []}
     for _ in range(args.epoch_repeats):  # interleaved, so that neither is always the first
         for name, data in (("float64", X), ("float32", X32)):
-            epochs[name].append(timed(lambda data=data: model.fit(data, y), 1)[0])
+            epochs[name].append(timed(lambda data=data: model.fit(data, y), 1, warmup=0)[0])
     epoch64, epoch32 = ((statistics.median(t), min(t), max(t)) for t in epochs.values())
     epoch = epoch32[0]
-    show("float32-range check, now", timed(lambda: check_float32_range(X, "X", None), args.repeats), epoch)
-    show("float32-range check, before", timed(lambda: previous_float32_range_check(X), args.repeats), epoch)
-    show("conversion to float32 (float64 data)", timed(lambda: X.astype(np.float32), args.repeats), epoch)
+    show("float32-range check, now", timed(lambda: check_float32_range(X, "X", None), args.repeats, warmup=0), epoch)
+    show("float32-range check, before", timed(lambda: previous_float32_range_check(X), args.repeats, warmup=0), epoch)
+    show("conversion to float32 (float64 data)", timed(lambda: X.astype(np.float32), args.repeats, warmup=0), epoch)
     show("fit, one epoch, float64 data", epoch64, epoch)
     show("fit, one epoch, float32 data", epoch32, epoch)
 

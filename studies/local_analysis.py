@@ -278,8 +278,10 @@ THROUGH_CYCLE = "local learned, through the cycle"
 #: (``studies/local_through_cycle.py --stand-ins``): through the cycle without the truth.
 STAND_INS = "local learned, through the cycle from stand-ins"
 #: The shipped recipe trained again and varied (``benchmarks/local_analysis_training.py``): method -> what was run.
+#: The shipped step is one run of the recipe from scratch on one machine; "recipe in two parts" is the step shipped
+#: before it, the same recipe with its first round fitted on another machine.
 RECIPE_VARIANTS = {
-    "local learned, recipe rerun": "the shipped recipe, run again",
+    "local learned, recipe in two parts": "the same recipe, first round on an AMD CPU (shipped before)",
     "local learned, 5 epochs then 4200 iterations": "first round 5 epochs, second 4200 iterations",
     "local learned, 5 epochs then 4200 iterations, smaller sizes twice as often":
         "the same, 10 and 20 members drawn twice as often as 40",
@@ -441,15 +443,16 @@ def render(rows):
         lines += ["Through the cycle from stand-ins", "^" * 60, "",
                   "The earlier shipped step fine-tuned through the cycle for as many iterations, every run started "
                   "from a recorded LETKF forecast with one member the stand-in truth (no truth used), tuned by the "
-                  "same protocol, beside the shipped step (the same recipe from the first round, 3600 iterations): "
+                  "same protocol, beside the shipped step (the recipe: 3600 iterations from its own first round): "
                   "RMSE per seed, their ratio, and its ratio to the goal's reference of the same seed.",
                   "", *stand_ins, ""]
     variants = render_variants(rows)
     if variants:
         lines += ["The recipe run again and varied", "^" * 60, "",
-                  "The shipped recipe trained again from scratch in one run on an Intel Xeon (the shipped file's first "
-                  "round was fitted on an AMD CPU, and float rounding gives other weights), and two variants of it, "
-                  "each tuned by the same protocol, beside the shipped step: RMSE "
+                  "The shipped step is the recipe run from scratch in one run on an Intel Xeon. Beside it: the same "
+                  "recipe with its first round fitted on an AMD CPU and its second from that file on an Intel Xeon "
+                  "(the step shipped before; float rounding gives other weights), and two variants of the recipe, "
+                  "each tuned by the same protocol: RMSE "
                   "per seed, their ratio, and the ratio to the goal's reference of the same seed.", "", *variants, ""]
     for setting in SETTINGS:
         for size in sorted({int(r["members"]) for r in rows if r["setting"] == setting}):

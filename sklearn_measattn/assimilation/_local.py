@@ -547,9 +547,9 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
     :func:`~sklearn_measattn.save_model` writes into the model file, so a
     loaded model needs nothing passed beside it.
 
-    Time: about 20 minutes on 2 CPU cores with the defaults (the forecasts
-    about 1 minute of it); ``benchmarks/local_analysis_training.py``
-    measures it.
+    Time, with the defaults and the forecasts recorded first: about 12
+    minutes on 2 Intel Xeon cores, 16 on 2 AMD EPYC cores (the forecasts 2-3
+    minutes of it); ``benchmarks/local_analysis_training.py`` measures it.
 
     Parameters
     ----------
@@ -645,8 +645,8 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         params.update(lr=lr, batch_size=batch_size)
         earlier = rounds_so_far(warm_start.estimator.analysis_recipe_)
     sizes = sorted(X)
-    # The network reads float32: converted once here, not again by every epoch's fit.
-    X = {size: X[size].astype(np.float32) for size in sizes}
+    for size in sizes:  # the network reads float32: converted once here (each float64 array freed as it goes),
+        X[size] = X[size].astype(np.float32)  # not copied again by every epoch's fit
     for epoch in range(max_epochs):
         for size in sizes:
             estimator.fit(X[size], y[size])
