@@ -645,8 +645,10 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         params.update(lr=lr, batch_size=batch_size)
         earlier = rounds_so_far(warm_start.estimator.analysis_recipe_)
     sizes = sorted(X)
-    for size in sizes:  # the network reads float32: converted once here (each float64 array freed as it goes),
-        X[size] = X[size].astype(np.float32)  # not copied again by every epoch's fit
+    # The network reads float32: the windows are converted once here, one size at a time (each float64 array
+    # freed as it goes), rather than copied by every epoch's fit.
+    for size in sizes:
+        X[size] = X[size].astype(np.float32)
     for epoch in range(max_epochs):
         for size in sizes:
             estimator.fit(X[size], y[size])
