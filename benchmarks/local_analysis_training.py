@@ -73,28 +73,36 @@ def main(argv=None):
     parser.add_argument("--second", choices=("cycle", "own-cycle"), default="cycle",
                         help="the second round: on forecasts of the first step's own cycle, or through the cycle")
     parser.add_argument("--first", default=None, help="a model file to take as the first round")
-    parser.add_argument("--first-epochs", type=int, default=FIRST_EPOCHS, help="the first round's epochs")
+    parser.add_argument("--first-epochs", type=int, default=None,
+                        help=f"the first round's epochs (default {FIRST_EPOCHS})")
     parser.add_argument("--iterations", type=int, default=THROUGH_CYCLE["n_iterations"],
                         help="the second round's iterations (through the cycle)")
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
                         help="the ensemble sizes the second round's batches take in turn (default: every size "
                              "recorded, 10 20 40)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-jobs", type=int, default=-1,
+                        help="workers for recording the forecasts and making the first round's windows (default -1: "
+                             "every core); the model does not depend on it")
     parser.add_argument("--target", choices=("stand-in", "truth"), default="stand-in",
                         help="train against a stand-in member (the shipped recipe) or the recorded truth")
     args = parser.parse_args(argv)
+    if args.first is not None and args.first_epochs is not None:
+        parser.error("--first takes the first round from a file: --first-epochs would not be used, leave it out")
+    first_epochs = FIRST_EPOCHS if args.first_epochs is None else args.first_epochs
     if args.rounds == 2 and args.second == "cycle" and args.target == "truth":
         parser.error("--second cycle trains against stand-ins of the recorded forecasts: with --target truth "
                      "pass --second own-cycle (or --rounds 1)")
     print(f"{cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
     start = time.perf_counter()
     truth = args.target == "truth"
-    forecasts, truths = record_forecasts(**(QUICK if args.quick else {}), return_truth=True, random_state=args.seed)
+    forecasts, truths = record_forecasts(**(QUICK if args.quick else {}), return_truth=True, random_state=args.seed,
+                                         n_jobs=args.n_jobs)
     print(f"recorded {len(forecasts)} LETKF forecasts in {time.perf_counter() - start:.0f} s", flush=True)
-    params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": args.first_epochs}
+    params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": first_epochs}
     if args.first is None:
         step = fit_local_analysis(forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
-                                  verbose=1, **params)
+                                  verbose=1, n_jobs=args.n_jobs, **params)
     else:
         step = LocalLearnedAnalysis(load_model(args.first))
     pairs = step.estimator.analysis_recipe_["trained_by"]["n_pairs"]
@@ -109,11 +117,11 @@ def main(argv=None):
             **({**QUICK, "n_cycles": SECOND["n_cycles"] // 2} if args.quick else
                dict(n_cycles=SECOND["n_cycles"], spin_up=SECOND["spin_up"])),
             every=SECOND["every"], analysis=step, noise=[GaussianNoise(), CauchyNoise()], return_truth=True,
-            random_state=args.seed + 1)
+            random_state=args.seed + 1, n_jobs=args.n_jobs)
         print(f"recorded {len(own)} forecasts of the first step's own cycle; {time.perf_counter() - start:.0f} s "
               "so far", flush=True)
         step = fit_local_analysis(forecasts=own + forecasts, truths=own_truths + truths if truth else None,
-                                  warm_start=step, random_state=args.seed, verbose=1,
+                                  warm_start=step, random_state=args.seed, verbose=1, n_jobs=args.n_jobs,
                                   max_epochs=1 if args.quick else SECOND["max_epochs"], lr=SECOND["lr"])
     total = time.perf_counter() - start
     print(f"total {total:.0f} s = {total / BUDGET_SECONDS:.2f} of the 30-minute budget", flush=True)

@@ -490,6 +490,12 @@ class Described(HasMethods):
 POSITIVE_INT = NumberInterval(Integral, 1, None, closed="left")
 #: A finite positive number: a rate, a tolerance, a bandwidth, a regularisation.
 POSITIVE_REAL = NumberInterval(Real, 0, math.inf, closed="neither")
+#: joblib's ``n_jobs``: None, a number of workers, or -1, -2, ... for all cores, all but one, ...
+N_JOBS = [
+    None,
+    NumberInterval(Integral, None, -1, closed="right"),
+    NumberInterval(Integral, 1, None, closed="left", why="-1 means all cores, as in joblib"),
+]
 
 # The exponents of the distances between measures, one domain each, shared by
 # the numpy metrics and the torch training losses (both compute the distances

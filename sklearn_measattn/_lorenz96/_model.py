@@ -23,7 +23,12 @@ def _lorenz96_tendency(x, forcing):
     """``dx_i/dt = (x_{i+1} - x_{i-2}) x_{i-1} - x_i + F`` along the last axis, cyclic (numpy or torch, so that
     training can differentiate through the model)."""
     if isinstance(x, np.ndarray):
-        return (np.roll(x, -1, axis=-1) - np.roll(x, 2, axis=-1)) * np.roll(x, 1, axis=-1) - x + forcing
+        # One wrapped copy and three views of it: the same values as three np.roll copies, about 3x faster on an
+        # ensemble (a cycled filter spends a third of its time here otherwise).
+        n = x.shape[-1]
+        wrapped = np.concatenate([x[..., -2:], x, x[..., :1]], axis=-1)  # x_{-2}, x_{-1}, x_0 .. x_{n-1}, x_n
+        return (wrapped[..., 3:] - wrapped[..., :n]) * wrapped[..., 1:n + 1] - x + forcing
+    # In torch, rolls: their backward is cheaper than the slices' (which each fill a zero tensor of the copy's size).
     return (x.roll(-1, -1) - x.roll(2, -1)) * x.roll(1, -1) - x + forcing
 
 

@@ -18,13 +18,14 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._lorenz96 import CauchyNoise, GaussianNoise, StudentTNoise, as_noise_laws
-from .._param_validation import HasMethods, validate_params
+from .._param_validation import HasMethods, validate_parameter_constraints, validate_params
 from .._threads import torch_threads
-from .._validation import Choices, NumberInterval
+from .._validation import N_JOBS, Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, AnalysisStep, _inflated, _kalman_variance
 from ._letkf import LETKF, clipped_innovation, local_transform, observation_weights
@@ -293,12 +294,13 @@ class LocalLearnedAnalysis(AnalysisStep):
         "noise": "no_validation",
         "return_truth": ["boolean"],
         "random_state": ["random_state"],
+        "n_jobs": N_JOBS,
     },
     prefer_skip_nested_validation=True,
 )
 def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.05, 0.1, 0.15),
                      observation_spacings=(1, 2, 4), n_cycles=800, spin_up=100, every=3, analysis=None, noise=None,
-                     return_truth=False, random_state=None):
+                     return_truth=False, random_state=None, n_jobs=None):
     """Forecast ensembles of ``N + 1`` members recorded from cycled runs of a filter, the priors of local training pairs.
 
     For every ensemble size ``N``, observation interval, spacing of the
@@ -336,12 +338,17 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
         Return the truth at each kept forecast too.
     random_state : int, RandomState instance or None, default=None
         Seeds the runs.
+    n_jobs : int or None, default=None
+        The runs go through :class:`joblib.Parallel` with this many workers
+        (joblib's convention: None is 1 unless a backend context says
+        otherwise, -1 all cores). Every run's seeds are drawn before any
+        runs, so the forecasts do not depend on ``n_jobs``.
 
     Returns
     -------
     forecasts : list of ndarray
-        The forecasts, each ``(N + 1, n_variables)`` (a run that blows up
-        stops adding them).
+        The forecasts, each ``(N + 1, n_variables)``, run by run in the
+        order of the loops above (a run that blows up stops adding them).
     truths : list of ndarray
         With ``return_truth`` only: the truth ``(n_variables,)`` at each forecast.
 
@@ -364,6 +371,25 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
     laws = [GaussianNoise()] if noise is None else as_noise_laws(noise, caller="record_forecasts")
     analysis = LETKF(inflation=1.1, localization_radius=4.0) if analysis is None else analysis
     rng = check_random_state(random_state)
+    runs = []
+    for size in ensemble_sizes:
+        for dt in dt_obs:
+            for spacing in observation_spacings:
+                for law in laws:
+                    problem = dict(n_variables=n_variables, observed=np.arange(0, n_variables, spacing), dt_obs=dt,
+                                   noise=law, n_cycles=n_cycles, random_state=rng.randint(2**31))
+                    runs.append((problem, int(size) + 1, rng.randint(2**31)))
+    recorded = Parallel(n_jobs=n_jobs)(
+        delayed(_recorded_run)(analysis, problem, size, seed, spin_up=spin_up, every=every)
+        for problem, size, seed in runs
+    )
+    forecasts = [forecast for run_forecasts, _ in recorded for forecast in run_forecasts]
+    truths = [truth for _, run_truths in recorded for truth in run_truths]
+    return (forecasts, truths) if return_truth else forecasts
+
+
+def _recorded_run(analysis, problem, ensemble_size, random_state, *, spin_up, every):
+    """One run of :func:`record_forecasts`: its kept forecasts and the truth at each."""
     forecasts, truths = [], []
 
     def keep(cycle, forecast, analysed, truth):
@@ -371,22 +397,14 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
             forecasts.append(forecast.copy())
             truths.append(np.array(truth, dtype=np.float64))
 
-    for size in ensemble_sizes:
-        for dt in dt_obs:
-            for spacing in observation_spacings:
-                for law in laws:
-                    problem = make_twin_problem(n_variables=n_variables, observed=np.arange(0, n_variables, spacing),
-                                                dt_obs=dt, noise=law, n_cycles=n_cycles,
-                                                random_state=rng.randint(2**31))
-                    twin_experiment(analysis, problem, ensemble_size=int(size) + 1,
-                                    spin_up=min(spin_up, n_cycles - 1), random_state=rng.randint(2**31),
-                                    callback=keep)
-    return (forecasts, truths) if return_truth else forecasts
+    twin_experiment(analysis, make_twin_problem(**problem), ensemble_size=ensemble_size,
+                    spin_up=min(spin_up, problem["n_cycles"] - 1), random_state=random_state, callback=keep)
+    return forecasts, truths
 
 
 def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, localization_radius=4.0,
                              observation_spacings=(1, 2, 4), missing_fraction=0.1, scale_range=(0.5, 2.0),
-                             n_draws=1, noise_ratio_range=(0.05, 20.0), clip=3.0, random_state=None):
+                             n_draws=1, noise_ratio_range=(0.05, 20.0), clip=3.0, random_state=None, n_jobs=None):
     """Training pairs of a local learned analysis, without the likelihood and without the truth.
 
     From each forecast of ``N + 1`` members (:func:`record_forecasts`), one
@@ -440,6 +458,10 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
         :func:`local_analysis_features`).
     random_state : int, RandomState instance or None, default=None
         Seeds the draws.
+    n_jobs : int or None, default=None
+        The windows are computed by :class:`joblib.Parallel` with this many
+        workers (joblib's convention). The draws are made first, in one
+        stream, so the pairs do not depend on ``n_jobs``.
 
     Returns
     -------
@@ -457,18 +479,18 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
     >>> X[10].shape, y[10].shape
     ((40, 10, 48), (40, 1, 1))
     """
+    validate_parameter_constraints({"n_jobs": N_JOBS}, {"n_jobs": n_jobs}, caller_name="make_local_analysis_data")
     laws = as_noise_laws(noise, caller="make_local_analysis_data")
     forecasts = _checked_forecasts(forecasts)
     truths = _checked_truths(truths, forecasts)
     rng = check_random_state(random_state)
-    X, y = {}, {}
     low, high = np.log(scale_range[0]), np.log(scale_range[1])
+    draws = []  # (prior, truth, observation, observed, law, scale): everything random, drawn in one stream
     for k, forecast in enumerate(forecasts):
         n_members, n_variables = forecast.shape
         for _ in range(n_draws):
             stand_in = rng.randint(n_members)
             truth = forecast[stand_in] if truths is None else truths[k]
-            prior = np.delete(forecast, stand_in, axis=0)
             law = laws[rng.randint(len(laws))]
             scale = law.scale * np.exp(rng.uniform(low, high))
             spacing = observation_spacings[rng.randint(len(observation_spacings))]
@@ -477,14 +499,35 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
             if observed.size == 0:
                 continue
             observation = truth[observed] + scale * law.standard_noise(observed.size, rng)
-            features, centre, spread = local_analysis_features(
-                prior, observation, observed, noise_scale=scale, noise_tail=law.tail, window_radius=window_radius,
-                localization_radius=localization_radius, observation_variance=_kalman_variance_of(law, scale),
-                noise_ratio_range=noise_ratio_range, clip=clip)
-            X.setdefault(n_members - 1, []).append(features)
-            y.setdefault(n_members - 1, []).append(((truth - centre) / spread)[:, None, None])
+            draws.append((np.delete(forecast, stand_in, axis=0), truth, observation, observed, law, scale))
+    settings = dict(window_radius=window_radius, localization_radius=localization_radius,
+                    noise_ratio_range=noise_ratio_range, clip=clip)
+    n_chunks = 8 * effective_n_jobs(n_jobs)  # a few per worker, so that one slow chunk does not hold the rest up
+    pairs = Parallel(n_jobs=n_jobs)(delayed(_windows)(chunk, **settings)
+                                    for chunk in _contiguous_chunks(draws, n_chunks))
+    X, y = {}, {}
+    for features, target in (pair for chunk in pairs for pair in chunk):
+        X.setdefault(features.shape[1], []).append(features)
+        y.setdefault(features.shape[1], []).append(target)
     return ({size: np.concatenate(parts) for size, parts in X.items()},
             {size: np.concatenate(parts) for size, parts in y.items()})
+
+
+def _contiguous_chunks(items, n_chunks):
+    """``items`` in at most ``n_chunks`` consecutive slices, in order."""
+    bounds = np.linspace(0, len(items), min(n_chunks, len(items)) + 1).round().astype(int)
+    return [items[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
+
+
+def _windows(draws, **settings):
+    """The training pairs of :func:`make_local_analysis_data`'s draws: each prior's windows and the target there."""
+    pairs = []
+    for prior, truth, observation, observed, law, scale in draws:
+        features, centre, spread = local_analysis_features(
+            prior, observation, observed, noise_scale=scale, noise_tail=law.tail,
+            observation_variance=_kalman_variance_of(law, scale), **settings)
+        pairs.append((features, ((truth - centre) / spread)[:, None, None]))
+    return pairs
 
 
 def _checked_forecasts(forecasts):
@@ -531,7 +574,7 @@ def _default_laws():
 
 def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius=4, localization_radius=4.0, clip=3.0,
                        n_draws=2, d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256,
-                       warm_start=None, random_state=0, verbose=0, **estimator_params):
+                       warm_start=None, random_state=0, verbose=0, n_jobs=None, **estimator_params):
     """Train a local learned analysis for the noise laws you can draw from; returns a ready :class:`LocalLearnedAnalysis`.
 
     The recipe, likelihood-free and truth-free: forecasts of ``N + 1``
@@ -590,6 +633,11 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         Seeds the data and the network.
     verbose : int, default=0
         With 1, a line per epoch and ensemble size on stderr (the loss and the time so far).
+    n_jobs : int or None, default=None
+        Workers for recording the forecasts and making the windows
+        (:func:`record_forecasts`, :func:`make_local_analysis_data`; joblib's
+        convention); the network trains in this process. The step does not
+        depend on it.
     **estimator_params
         Other parameters of the regressor (``kernel``, ``dim_feedforward``, ...).
 
@@ -625,11 +673,12 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
     start = time.perf_counter()
     rng = check_random_state(random_state)
     if forecasts is None:
-        forecasts = record_forecasts(random_state=rng.randint(2**31))
+        forecasts = record_forecasts(random_state=rng.randint(2**31), n_jobs=n_jobs)
     noise_ratio_range = (0.05, 20.0)
     X, y = make_local_analysis_data(forecasts, laws, truths=truths, window_radius=window_radius,
                                     localization_radius=localization_radius, clip=clip, n_draws=n_draws,
-                                    noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31))
+                                    noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31),
+                                    n_jobs=n_jobs)
     if warm_start is None:
         params = dict(kernel="softmax", residual=True, loss="energy", d_model=d_model, n_heads=n_heads,
                       n_layers=n_layers, dim_feedforward=2 * d_model, lr=lr, batch_size=batch_size, max_epochs=1,

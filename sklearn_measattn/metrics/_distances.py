@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from numbers import Integral
 
 import numpy as np
 import ot
@@ -15,7 +14,7 @@ from sklearn.utils import check_random_state
 # the distances and their parameters' domains, shared with the training losses
 from .._distances import distance_power, energy_distance_batch, sinkhorn_plan, sliced_wasserstein_batch
 from .._param_validation import validate_params
-from .._validation import BETA, ORDER, POSITIVE_INT, POSITIVE_REAL, Choices, NumberInterval
+from .._validation import BETA, N_JOBS, ORDER, POSITIVE_INT, POSITIVE_REAL, Choices
 from ._base import (
     _MULTIOUTPUT,
     _aggregate,
@@ -93,11 +92,7 @@ def _sinkhorn_cost(a, b, M, reg, unit, p):
         "n_projections": [POSITIVE_INT],
         "reg": [POSITIVE_REAL],
         "multioutput": [_MULTIOUTPUT],
-        "n_jobs": [
-            None,
-            NumberInterval(Integral, None, -1, closed="right"),
-            NumberInterval(Integral, 1, None, closed="left", why="-1 means all cores, as in joblib"),
-        ],
+        "n_jobs": N_JOBS,
         "random_state": ["random_state"],
     },
     prefer_skip_nested_validation=True,

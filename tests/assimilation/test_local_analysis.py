@@ -223,6 +223,26 @@ def test_forecasts_recorded_from_any_filter_under_each_noise_law(untrained):
         record_forecasts(**settings, analysis="letkf")
 
 
+def test_recording_and_windows_do_not_depend_on_the_number_of_workers(forecasts):
+    settings = dict(ensemble_sizes=(6, 9), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,), n_cycles=30,
+                    spin_up=10, every=5, noise=[GaussianNoise(), CauchyNoise()], return_truth=True, random_state=0)
+    alone, in_two = record_forecasts(**settings), record_forecasts(**settings, n_jobs=2)
+    for one, other in zip(alone, in_two):
+        assert len(one) == len(other) == 16 and all(np.array_equal(a, b) for a, b in zip(one, other))
+    # the runs keep their order: the sizes come one after the other
+    assert [f.shape[0] for f in in_two[0]] == [7] * 8 + [10] * 8
+    laws = [GaussianNoise(), CauchyNoise()]
+    X, y = make_local_analysis_data(forecasts, laws, window_radius=2, n_draws=2, random_state=0)
+    X2, y2 = make_local_analysis_data(forecasts, laws, window_radius=2, n_draws=2, random_state=0, n_jobs=2)
+    assert sorted(X) == sorted(X2) == [6, 9]
+    assert all(np.array_equal(X[size], X2[size]) and np.array_equal(y[size], y2[size]) for size in X)
+    for bad in (0, 1.5, "two"):
+        with pytest.raises(ValueError, match="n_jobs"):
+            record_forecasts(**settings, n_jobs=bad)
+        with pytest.raises(ValueError, match="n_jobs"):
+            make_local_analysis_data(forecasts, laws, n_jobs=bad)
+
+
 def test_warm_start_trains_a_copy_of_the_network_further(untrained, forecasts):
     before = [p.detach().clone() for p in untrained.estimator.net_.module_.parameters()]
     epochs = len(untrained.estimator.history_)

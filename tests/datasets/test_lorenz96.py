@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_measattn._lorenz96._model import _integrate_lorenz96, _lorenz96_tendency
@@ -142,6 +143,14 @@ def test_tendency_by_hand():
     # dx_0 = (x_1 - x_3) x_4 - x_0 + F with cyclic indices -2 -> 3, -1 -> 4
     expected = [(x[(i + 1) % 5] - x[(i - 2) % 5]) * x[(i - 1) % 5] - x[i] + 8.0 for i in range(5)]
     np.testing.assert_allclose(_lorenz96_tendency(x, 8.0), expected)
+
+
+def test_tendency_is_the_same_on_numpy_and_torch_along_the_last_axis():
+    x = np.random.default_rng(2).normal(3.0, 4.0, (3, 4, 9))
+    by_hand = np.stack([(x[..., (i + 1) % 9] - x[..., (i - 2) % 9]) * x[..., (i - 1) % 9] - x[..., i] + 8.0
+                        for i in range(9)], axis=-1)
+    np.testing.assert_allclose(_lorenz96_tendency(x, 8.0), by_hand, rtol=1e-14, atol=1e-12)
+    np.testing.assert_allclose(_lorenz96_tendency(torch.as_tensor(x), 8.0).numpy(), by_hand, rtol=1e-14, atol=1e-12)
 
 
 @pytest.mark.slow
