@@ -21,6 +21,7 @@ import torch
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .._lorenz96 import CauchyNoise, GaussianNoise, StudentTNoise, as_noise_laws
 from .._param_validation import HasMethods, validate_parameter_constraints, validate_params
@@ -397,8 +398,9 @@ def _recorded_run(analysis, problem, ensemble_size, random_state, *, spin_up, ev
             forecasts.append(forecast.copy())
             truths.append(np.array(truth, dtype=np.float64))
 
-    twin_experiment(analysis, make_twin_problem(**problem), ensemble_size=ensemble_size,
-                    spin_up=min(spin_up, problem["n_cycles"] - 1), random_state=random_state, callback=keep)
+    with threadpool_limits(1):  # as in a joblib worker, so that the rounding (and the chaotic run) is the same
+        twin_experiment(analysis, make_twin_problem(**problem), ensemble_size=ensemble_size,
+                        spin_up=min(spin_up, problem["n_cycles"] - 1), random_state=random_state, callback=keep)
     return forecasts, truths
 
 
@@ -522,11 +524,12 @@ def _contiguous_chunks(items, n_chunks):
 def _windows(draws, **settings):
     """The training pairs of :func:`make_local_analysis_data`'s draws: each prior's windows and the target there."""
     pairs = []
-    for prior, truth, observation, observed, law, scale in draws:
-        features, centre, spread = local_analysis_features(
-            prior, observation, observed, noise_scale=scale, noise_tail=law.tail,
-            observation_variance=_kalman_variance_of(law, scale), **settings)
-        pairs.append((features, ((truth - centre) / spread)[:, None, None]))
+    with threadpool_limits(1):  # the same BLAS rounding in a worker and in this process
+        for prior, truth, observation, observed, law, scale in draws:
+            features, centre, spread = local_analysis_features(
+                prior, observation, observed, noise_scale=scale, noise_tail=law.tail,
+                observation_variance=_kalman_variance_of(law, scale), **settings)
+            pairs.append((features, ((truth - centre) / spread)[:, None, None]))
     return pairs
 
 
