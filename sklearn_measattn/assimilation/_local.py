@@ -343,7 +343,8 @@ def record_forecasts(*, ensemble_sizes=(10, 20, 40), n_variables=40, dt_obs=(0.0
         The runs go through :class:`joblib.Parallel` with this many workers
         (joblib's convention: None is 1 unless a backend context says
         otherwise, -1 all cores). Every run's seeds are drawn before any
-        runs, so the forecasts do not depend on ``n_jobs``.
+        run, and every run does its linear algebra on one thread, in a
+        worker or not, so the forecasts do not depend on ``n_jobs``.
 
     Returns
     -------
@@ -463,7 +464,8 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
     n_jobs : int or None, default=None
         The windows are computed by :class:`joblib.Parallel` with this many
         workers (joblib's convention). The draws are made first, in one
-        stream, so the pairs do not depend on ``n_jobs``.
+        stream, and the windows on one thread, in a worker or not, so the
+        pairs do not depend on ``n_jobs``.
 
     Returns
     -------
