@@ -19,7 +19,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from joblib import Parallel, delayed, effective_n_jobs
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, gen_even_slices
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -507,20 +507,14 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
     settings = dict(window_radius=window_radius, localization_radius=localization_radius,
                     noise_ratio_range=noise_ratio_range, clip=clip)
     n_chunks = 8 * effective_n_jobs(n_jobs)  # a few per worker, so that one slow chunk does not hold the rest up
-    pairs = Parallel(n_jobs=n_jobs)(delayed(_windows)(chunk, **settings)
-                                    for chunk in _contiguous_chunks(draws, n_chunks))
+    pairs = Parallel(n_jobs=n_jobs)(delayed(_windows)(draws[chunk], **settings)
+                                    for chunk in gen_even_slices(len(draws), n_chunks))
     X, y = {}, {}
     for features, target in (pair for chunk in pairs for pair in chunk):
         X.setdefault(features.shape[1], []).append(features)
         y.setdefault(features.shape[1], []).append(target)
     return ({size: np.concatenate(parts) for size, parts in X.items()},
             {size: np.concatenate(parts) for size, parts in y.items()})
-
-
-def _contiguous_chunks(items, n_chunks):
-    """``items`` in at most ``n_chunks`` consecutive slices, in order."""
-    bounds = np.linspace(0, len(items), min(n_chunks, len(items)) + 1).round().astype(int)
-    return [items[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
 
 
 def _windows(draws, **settings):
