@@ -84,6 +84,9 @@ def main(argv=None):
     parser.add_argument("--n-jobs", type=int, default=-1,
                         help="workers for recording the forecasts and making the first round's windows (default -1: "
                              "every core); the model does not depend on it")
+    parser.add_argument("--student-t", action="store_true",
+                        help="weight the observations of the local ETKF analysis the network corrects by their "
+                             "Student-t precision factor (see LETKF(student_t=True))")
     parser.add_argument("--target", choices=("stand-in", "truth"), default="stand-in",
                         help="train against a stand-in member (the shipped recipe) or the recorded truth")
     args = parser.parse_args(argv)
@@ -102,9 +105,12 @@ def main(argv=None):
     params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": first_epochs}
     if args.first is None:
         step = fit_local_analysis(forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
-                                  verbose=1, n_jobs=args.n_jobs, **params)
+                                  student_t=args.student_t, verbose=1, n_jobs=args.n_jobs, **params)
     else:
         step = LocalLearnedAnalysis(load_model(args.first))
+        if step.estimator.analysis_recipe_.get("letkf_student_t", False) != args.student_t:
+            parser.error(f"--first {args.first} was trained with student_t="
+                         f"{step.estimator.analysis_recipe_.get('letkf_student_t', False)}: pass --student-t to match")
     pairs = step.estimator.analysis_recipe_["trained_by"]["n_pairs"]
     print(f"first round: trained on {sum(pairs.values())} windows ({pairs}); {time.perf_counter() - start:.0f} s "
           "so far", flush=True)
@@ -121,7 +127,8 @@ def main(argv=None):
         print(f"recorded {len(own)} forecasts of the first step's own cycle; {time.perf_counter() - start:.0f} s "
               "so far", flush=True)
         step = fit_local_analysis(forecasts=own + forecasts, truths=own_truths + truths if truth else None,
-                                  warm_start=step, random_state=args.seed, verbose=1, n_jobs=args.n_jobs,
+                                  warm_start=step, student_t=args.student_t, random_state=args.seed, verbose=1,
+                                  n_jobs=args.n_jobs,
                                   max_epochs=1 if args.quick else SECOND["max_epochs"], lr=SECOND["lr"])
     total = time.perf_counter() - start
     print(f"total {total:.0f} s = {total / BUDGET_SECONDS:.2f} of the 30-minute budget", flush=True)

@@ -34,6 +34,25 @@ def clipped_innovation(observed_anomalies, innovation, noise_variance, clip):
     return np.clip(innovation, -bound, bound)
 
 
+def student_t_weights(observed_anomalies, innovation, noise_variance, tail):
+    """Each observation's precision factor under Student-t errors with ``df = 1 / tail`` degrees of freedom.
+
+    A Student-t error is a Gaussian one whose precision ``lambda / r`` has a
+    random factor ``lambda ~ Gamma(df / 2, rate df / 2)``. Given the
+    innovation ``d_j`` and its variance under the forecast, ``v_j = var(Y_j)
+    + r``, the factor's expectation ``(df + 1) / (df + d_j^2 / v_j)`` weights
+    that observation's precision: up to ``(df + 1) / df`` for an innovation
+    near 0, and falling as ``1 / d_j^2`` for a gross one, whose pull on the
+    analysis then fades (a redescending update, where clipping keeps pulling
+    at its bound). ``tail=0`` (Gaussian errors) gives weight 1.
+    """
+    if tail <= 0:
+        return np.ones_like(innovation)
+    df = 1.0 / tail
+    total = observed_anomalies.var(axis=0, ddof=1) + noise_variance
+    return (df + 1.0) / (df + innovation**2 / total)
+
+
 def local_transform(anomalies, observed_anomalies, innovation, precision):
     """The ensemble transform of every local analysis, in one batch.
 
@@ -88,8 +107,15 @@ class LETKF(AnalysisStep):
     ``variance_factor``). With ``clip``, each innovation is first clipped at
     ``clip`` innovation standard deviations (``sqrt(var(Hx) + R)``), the
     Huber-type safeguard of :class:`RobustEnKF` against heavy-tailed errors
-    (a robust LETKF); the ensemble transform itself is unchanged. Missing (NaN) observations are left out; a cycle
-    with none returns the forecast unchanged.
+    (a robust LETKF); the ensemble transform itself is unchanged. With
+    ``student_t=True``, each observation's precision is instead weighted by
+    the Student-t expectation of its error's precision given its innovation
+    (``df = 1 / tail`` of the noise law, the variance ``noise_scale ** 2``
+    times ``variance_factor``: a Student-t law's scale): a gross error's
+    weight falls as the inverse square of its innovation, so its pull fades
+    where clipping keeps pulling at the bound; under Gaussian noise (tail 0)
+    nothing changes. Missing (NaN) observations are left out; a cycle with
+    none returns the forecast unchanged.
 
     Parameters
     ----------
@@ -106,11 +132,19 @@ class LETKF(AnalysisStep):
     clip : float or None, default=None
         Clipping threshold of the innovations, in innovation standard
         deviations; None: no clipping (the LETKF of Hunt et al.).
+    student_t : bool, default=False
+        Weight each observation's precision by the Student-t expectation of
+        its precision factor, ``(df + 1) / (df + d^2 / (var(Hx) + r))`` for
+        innovation ``d``, with ``df = 1 / tail`` of the noise law (the
+        one-step expectation of a variational Student-t update). False: every
+        observation has the noise law's precision.
 
     Attributes
     ----------
     observation_variance_ : float
-        The observation-error variance of the update.
+        The observation-error variance of the update (with ``student_t`` and
+        a heavy-tailed law, ``noise_scale ** 2 * variance_factor``, which the
+        weights multiply).
 
     Examples
     --------
@@ -127,25 +161,34 @@ class LETKF(AnalysisStep):
         "localization_radius": LOCALIZATION,
         "variance_factor": [POSITIVE_REAL],
         "clip": [CLIP, None],
+        "student_t": ["boolean"],
     }
 
-    def __init__(self, *, inflation=1.05, localization_radius=4.0, variance_factor=1.0, clip=None):
+    def __init__(self, *, inflation=1.05, localization_radius=4.0, variance_factor=1.0, clip=None, student_t=False):
         self.inflation = inflation
         self.localization_radius = localization_radius
         self.variance_factor = variance_factor
         self.clip = clip
+        self.student_t = student_t
 
     def _prepare(self):
-        self.observation_variance_ = _kalman_variance(self.observation_model_, self.variance_factor)
+        model = self.observation_model_
+        self.noise_tail_ = model.tail if self.student_t else 0.0
+        self.observation_variance_ = (model.nominal_variance * self.variance_factor if self.noise_tail_ > 0
+                                      else _kalman_variance(model, self.variance_factor))
 
     def analyse(self, forecast, observation):
         forecast = _inflated(forecast, self.inflation)
         observed = self.observation_model_.observed
         mean = forecast.mean(axis=0)
         anomalies = forecast - mean
+        innovation = observation - mean[observed]
         precision = observation_weights(forecast.shape[1], observed, self.localization_radius)
+        if self.noise_tail_ > 0:
+            weights = student_t_weights(anomalies[:, observed], innovation, self.observation_variance_,
+                                        self.noise_tail_)
+            precision = precision * weights
         precision = precision / self.observation_variance_
-        innovation = clipped_innovation(anomalies[:, observed], observation - mean[observed],
-                                        self.observation_variance_, self.clip)
+        innovation = clipped_innovation(anomalies[:, observed], innovation, self.observation_variance_, self.clip)
         return mean + local_transform(anomalies, anomalies[:, observed], innovation, precision)
 

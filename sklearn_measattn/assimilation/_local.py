@@ -29,7 +29,7 @@ from .._threads import torch_threads
 from .._validation import N_JOBS, Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, AnalysisStep, _inflated, _kalman_variance
-from ._letkf import LETKF, clipped_innovation, local_transform, observation_weights
+from ._letkf import LETKF, clipped_innovation, local_transform, observation_weights, student_t_weights
 from ._problem import make_twin_problem
 from ._twin import twin_experiment
 
@@ -67,7 +67,7 @@ def _reflection(window_radius):
 
 def local_analysis_features(forecast, observation, observed, *, noise_scale, noise_tail, window_radius=4,
                             localization_radius=4.0, observation_variance=None, noise_ratio_range=(0.05, 20.0),
-                            clip=3.0):
+                            clip=3.0, student_t=False):
     """The local windows of every grid point of a forecast ensemble, as measures for a learned local analysis.
 
     Parameters
@@ -95,6 +95,13 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
         innovation at this many innovation standard deviations (as
         ``LETKF(clip=...)``), so that one gross observation error does not
         throw the analysis the network corrects far off; None: no clipping.
+    student_t : bool, default=False
+        Weight each observation's precision in that analysis by the
+        Student-t expectation of its error's precision given its innovation
+        (as ``LETKF(student_t=True)``, with ``df = 1 / noise_tail`` and the
+        variance ``noise_scale ** 2``, the law's scale, in place of
+        ``observation_variance``), so that a gross error's pull fades; no
+        change under Gaussian noise (``noise_tail=0``).
 
     Returns
     -------
@@ -117,9 +124,14 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
     mean = forecast.mean(axis=0)
     anomalies = forecast - mean
     spread = np.maximum(anomalies.std(axis=0, ddof=1), _SPREAD_FLOOR)
-    variance = noise_scale**2 if observation_variance is None else observation_variance
-    precision = observation_weights(n_variables, observed, localization_radius) / variance
-    innovation = clipped_innovation(anomalies[:, observed], observation - mean[observed], variance, clip)
+    heavy = student_t and noise_tail > 0
+    variance = noise_scale**2 if observation_variance is None or heavy else observation_variance
+    innovation = observation - mean[observed]
+    precision = observation_weights(n_variables, observed, localization_radius)
+    if heavy:
+        precision = precision * student_t_weights(anomalies[:, observed], innovation, variance, noise_tail)
+    precision = precision / variance
+    innovation = clipped_innovation(anomalies[:, observed], innovation, variance, clip)
     letkf = local_transform(anomalies, anomalies[:, observed], innovation, precision)
     window = (np.arange(n_variables)[:, None] + np.arange(-window_radius, window_radius + 1)[None, :]) % n_variables
     present = np.zeros(n_variables, dtype=bool)
@@ -204,7 +216,7 @@ class LocalLearnedAnalysis(AnalysisStep):
         analysis is applied, in [0, 1]: the analysis is that member's local
         ETKF analysis plus ``correction_weight`` times the correction. 1
         takes the network's analysis as it is, 0 gives the LETKF (with the
-        recipe's innovation clipping). Tuned like the inflation: the network
+        recipe's innovation clipping or Student-t weights). Tuned like the inflation: the network
         is trained on one step from calibrated forecasts, and in a cycle its
         correction can add more spread than the filter's errors need, most
         where the LETKF is already close to right (observations dense and
@@ -269,6 +281,7 @@ class LocalLearnedAnalysis(AnalysisStep):
             window_radius=self.recipe_["window_radius"], localization_radius=self.localization_radius_,
             observation_variance=self.observation_variance_,
             noise_ratio_range=tuple(self.recipe_["noise_ratio_range"]), clip=self.recipe_["letkf_clip"],
+            student_t=self.recipe_.get("letkf_student_t", False),
         )
         n_variables = features.shape[0]
         batch = np.concatenate([features, features * self._reflection]) if self.reflect_ else features
@@ -407,7 +420,8 @@ def _recorded_run(analysis, problem, ensemble_size, random_state, *, spin_up, ev
 
 def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, localization_radius=4.0,
                              observation_spacings=(1, 2, 4), missing_fraction=0.1, scale_range=(0.5, 2.0),
-                             n_draws=1, noise_ratio_range=(0.05, 20.0), clip=3.0, random_state=None, n_jobs=None):
+                             n_draws=1, noise_ratio_range=(0.05, 20.0), clip=3.0, student_t=False, random_state=None,
+                             n_jobs=None):
     """Training pairs of a local learned analysis, without the likelihood and without the truth.
 
     From each forecast of ``N + 1`` members (:func:`record_forecasts`), one
@@ -459,6 +473,9 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
     clip : float or None, default=3.0
         Innovation clipping of the local ETKF analysis feature (see
         :func:`local_analysis_features`).
+    student_t : bool, default=False
+        Student-t weights of the observations in that analysis (see
+        :func:`local_analysis_features`).
     random_state : int, RandomState instance or None, default=None
         Seeds the draws.
     n_jobs : int or None, default=None
@@ -505,7 +522,7 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
             observation = truth[observed] + scale * law.standard_noise(observed.size, rng)
             draws.append((np.delete(forecast, stand_in, axis=0), truth, observation, observed, law, scale))
     settings = dict(window_radius=window_radius, localization_radius=localization_radius,
-                    noise_ratio_range=noise_ratio_range, clip=clip)
+                    noise_ratio_range=noise_ratio_range, clip=clip, student_t=student_t)
     n_chunks = 8 * effective_n_jobs(n_jobs)  # a few per worker, so that one slow chunk does not hold the rest up
     pairs = Parallel(n_jobs=n_jobs)(delayed(_windows)(draws[chunk], **settings)
                                     for chunk in gen_even_slices(len(draws), n_chunks))
@@ -572,7 +589,7 @@ def _default_laws():
 
 
 def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius=4, localization_radius=4.0, clip=3.0,
-                       n_draws=2, d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256,
+                       student_t=False, n_draws=2, d_model=32, n_heads=4, n_layers=2, max_epochs=10, lr=2e-3, batch_size=256,
                        warm_start=None, random_state=0, verbose=0, n_jobs=None, **estimator_params):
     """Train a local learned analysis for the noise laws you can draw from; returns a ready :class:`LocalLearnedAnalysis`.
 
@@ -613,6 +630,10 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         Localisation of the local ETKF analysis the network corrects.
     clip : float or None, default=3.0
         Innovation clipping of that analysis, in innovation standard deviations.
+    student_t : bool, default=False
+        Weight that analysis's observations by the Student-t expectation of
+        their precision given their innovations (``df = 1 / tail`` of the
+        law of each training pair; see :func:`local_analysis_features`).
     n_draws : int, default=2
         Stand-ins and observation draws per forecast.
     d_model, n_heads, n_layers, max_epochs, lr, batch_size :
@@ -622,8 +643,8 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
     warm_start : LocalLearnedAnalysis or None, default=None
         A step made by this function (or loaded from its file) whose network
         is trained further, for ``max_epochs`` more at ``lr``, instead of a
-        new one; ``window_radius``, ``localization_radius`` and ``clip``
-        must be its recipe's, and its network's size is kept (``d_model``,
+        new one; ``window_radius``, ``localization_radius``, ``clip`` and
+        ``student_t`` must be its recipe's, and its network's size is kept (``d_model``,
         ``n_heads``, ``n_layers`` and ``estimator_params`` are refused).
         With forecasts from its own cycle (``record_forecasts(analysis=step,
         ...)``), it learns the priors it makes itself. The step passed is
@@ -667,7 +688,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
     if warm_start is not None:
         network = {"d_model": d_model, "n_heads": n_heads, "n_layers": n_layers}
         _check_warm_start(warm_start, window_radius=window_radius, localization_radius=localization_radius, clip=clip,
-                          network_changed=bool(estimator_params) or any(
+                          student_t=student_t, network_changed=bool(estimator_params) or any(
                               value != fit_local_analysis.__kwdefaults__[name] for name, value in network.items()))
     start = time.perf_counter()
     rng = check_random_state(random_state)
@@ -675,7 +696,8 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         forecasts = record_forecasts(random_state=rng.randint(2**31), n_jobs=n_jobs)
     noise_ratio_range = (0.05, 20.0)
     X, y = make_local_analysis_data(forecasts, laws, truths=truths, window_radius=window_radius,
-                                    localization_radius=localization_radius, clip=clip, n_draws=n_draws,
+                                    localization_radius=localization_radius, clip=clip, student_t=student_t,
+                                    n_draws=n_draws,
                                     noise_ratio_range=noise_ratio_range, random_state=rng.randint(2**31),
                                     n_jobs=n_jobs)
     if warm_start is None:
@@ -710,6 +732,7 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
         "window_radius": int(window_radius),
         "localization_radius": float(localization_radius),
         "letkf_clip": None if clip is None else float(clip),
+        "letkf_student_t": bool(student_t),
         "inflation": 1.0,
         "noise_ratio_range": list(noise_ratio_range),
         "trained_by": {
@@ -734,7 +757,7 @@ def rounds_so_far(recipe):
     return [*trained_by.get("earlier", []), {key: value for key, value in trained_by.items() if key != "earlier"}]
 
 
-def _check_warm_start(step, *, window_radius, localization_radius, clip, network_changed):
+def _check_warm_start(step, *, window_radius, localization_radius, clip, student_t, network_changed):
     """Refuse a warm start that is not a trained local step, or whose features or network the call would change."""
     if not isinstance(step, LocalLearnedAnalysis):
         raise TypeError(
@@ -747,6 +770,8 @@ def _check_warm_start(step, *, window_radius, localization_radius, clip, network
               "clip": (clip, recipe["letkf_clip"])}
     differ = [f"{name}={mine!r} (its recipe: {theirs!r})" for name, (mine, theirs) in wanted.items()
               if (mine is None) != (theirs is None) or (mine is not None and float(mine) != float(theirs))]
+    if bool(student_t) != recipe.get("letkf_student_t", False):
+        differ.append(f"student_t={student_t!r} (its recipe: {recipe.get('letkf_student_t', False)!r})")
     if differ:
         raise ValueError(
             f"warm_start's network reads windows made with other settings: {', '.join(differ)}. Pass its "

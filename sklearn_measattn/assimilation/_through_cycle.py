@@ -50,7 +50,7 @@ def _lorenz96(states, duration):
 
 
 def _local_features(forecast, observation, present, *, noise_scale, noise_tail, observation_variance, window_radius,
-                    localization_weights, noise_ratio_range, clip):
+                    localization_weights, noise_ratio_range, clip, student_t=False):
     """:func:`local_analysis_features` for a batch of ensembles, in torch, differentiable in ``forecast``.
 
     ``forecast`` (B, N, n); ``observation`` and ``present`` (B, n) (the values where ``present`` is False are
@@ -67,10 +67,17 @@ def _local_features(forecast, observation, present, *, noise_scale, noise_tail, 
     spread = anomalies.std(dim=1).clamp_min(_SPREAD_FLOOR)
     observation = torch.where(present, observation, torch.zeros_like(observation))
     innovation = (observation - mean) * mask
+    weights = mask
+    if student_t:  # the Student-t weights of local_analysis_features, with the law's scale as the variance
+        heavy = noise_tail > 0
+        observation_variance = torch.where(heavy, noise_scale**2, observation_variance)
+        degrees = 1.0 / noise_tail.clamp_min(1e-12)[:, None]
+        total = anomalies.var(dim=1) + observation_variance[:, None]
+        weights = mask * torch.where(heavy[:, None], (degrees + 1.0) / (degrees + innovation**2 / total), 1.0)
     if clip is not None:
         bound = clip * torch.sqrt(anomalies.var(dim=1) + observation_variance[:, None])
         innovation = torch.minimum(torch.maximum(innovation, -bound), bound)
-    precision = localization_weights[None] * (mask / observation_variance[:, None])[:, None, :]  # (B, grid, observed)
+    precision = localization_weights[None] * (weights / observation_variance[:, None])[:, None, :]  # (B, grid, observed)
     weighted = anomalies[:, None, :, :] * precision[:, :, None, :]  # (B, grid, N, observed)
     system = torch.einsum("bikp,bmp->bikm", weighted, anomalies)
     system = system + (n_members - 1) * torch.eye(n_members, dtype=forecast.dtype)
@@ -111,6 +118,7 @@ class _Unrolled:
         self.inflation = recipe["inflation"] if step.inflation is None else step.inflation
         self.noise_ratio_range = tuple(recipe["noise_ratio_range"])
         self.clip = recipe["letkf_clip"]
+        self.student_t = recipe.get("letkf_student_t", False)
         self.correction_weight = step.correction_weight
         self.reflect = step.reflect
         self.reflection = torch.as_tensor(_reflection(self.window_radius), dtype=torch.float32)
@@ -122,7 +130,8 @@ class _Unrolled:
         features, mean, spread = _local_features(
             forecast, observation, present, noise_scale=noise_scale, noise_tail=noise_tail,
             observation_variance=observation_variance, window_radius=self.window_radius,
-            localization_weights=self.localization_weights, noise_ratio_range=self.noise_ratio_range, clip=self.clip)
+            localization_weights=self.localization_weights, noise_ratio_range=self.noise_ratio_range, clip=self.clip,
+            student_t=self.student_t)
         n_batch, n_variables, n_members, n_features = features.shape
         flat = features.reshape(n_batch * n_variables, n_members, n_features).to(torch.float32)
         reflect = symmetric if self.reflect == "auto" else self.reflect

@@ -57,6 +57,33 @@ def test_localisation_leaves_variables_beyond_twice_the_radius_untouched():
     assert weights[0, 0] == 1.0 and weights[4, 0] == 0.0 and weights[19, 0] == weights[1, 0]
 
 
+def test_student_t_weights_are_the_expected_precision_factor_and_change_nothing_under_gaussian_noise():
+    forecast = _ensemble(30, 6, seed=4)
+    observation = np.array([0.5, 40.0])
+    cauchy = ObservationModel(n_variables=6, observed=[0, 3], noise="cauchy", noise_scale=0.5)
+    gaussian = ObservationModel(n_variables=6, observed=[0, 3], noise_scale=0.5)
+    np.testing.assert_array_equal(LETKF(student_t=True).bind(gaussian)(forecast, observation),
+                                  LETKF().bind(gaussian)(forecast, observation))
+    # Under Cauchy errors (df 1) the weight of an innovation d is 2 / (1 + d^2 / (var(Hx) + 0.25)): with the
+    # global ETKF this is the Kalman update with the noise variances 0.25 / weight.
+    H = np.eye(6)[[0, 3]]
+    mean = forecast.mean(axis=0)
+    innovation = observation - H @ mean
+    weights = 2.0 / (1.0 + innovation**2 / (np.var(forecast @ H.T, axis=0, ddof=1) + 0.25))
+    assert weights[0] > 1.0 > 0.1 > weights[1]
+    P = np.cov(forecast.T)
+    gain = P @ H.T @ np.linalg.inv(H @ P @ H.T + np.diag(0.25 / weights))
+    robust = LETKF(inflation=1.0, localization_radius=None, student_t=True).bind(cauchy)(forecast, observation)
+    np.testing.assert_allclose(robust.mean(axis=0), mean + gain @ innovation, atol=1e-10)
+    np.testing.assert_allclose(np.cov(robust.T), (np.eye(6) - gain @ H) @ P, atol=1e-10)
+    # The gross error pulls the analysis less than with clipping at 2 innovation standard deviations.
+    clipped = LETKF(inflation=1.0, localization_radius=None, clip=2.0).bind(cauchy)(forecast, observation)
+    only_first = LETKF(inflation=1.0, localization_radius=None, student_t=True).bind(
+        ObservationModel(n_variables=6, observed=[0], noise="cauchy", noise_scale=0.5))(forecast, observation[:1])
+    pull = np.abs(robust.mean(axis=0) - only_first.mean(axis=0))[3]
+    assert pull < np.abs(clipped.mean(axis=0) - only_first.mean(axis=0))[3]
+
+
 def test_missing_observations_are_left_out_and_none_keeps_the_forecast():
     forecast = _ensemble(12, 8, seed=3)
     model = ObservationModel(n_variables=8, observed=[0, 4])

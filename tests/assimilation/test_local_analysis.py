@@ -207,6 +207,27 @@ def test_correction_weight_moves_the_analysis_from_the_letkf_to_the_network():
         pretrained_analysis("local", correction_weight=1.5).bind(model)
 
 
+def test_a_student_t_base_is_the_student_t_letkf_recorded_and_kept_by_a_warm_start(forecasts):
+    step = fit_local_analysis(CauchyNoise(), forecasts=forecasts, window_radius=2, student_t=True, d_model=8, n_heads=2,
+                              n_layers=1, max_epochs=1, lr=1e-9)
+    assert step.estimator.analysis_recipe_["letkf_student_t"] is True
+    rng = np.random.default_rng(2)
+    forecast = rng.standard_normal((9, 12)) + 2.0
+    observation = np.array([0.3, 25.0, -1.0, 2.0, 0.5, -40.0])  # two gross Cauchy errors
+    bases = {}
+    for law in ("cauchy", "gaussian"):
+        model = ObservationModel(n_variables=12, observed="every_other", noise=law)
+        bases[law] = step.set_params(correction_weight=0.0).bind(model)(forecast, observation)
+        expected = LETKF(inflation=1.0, localization_radius=4.0, clip=3.0, student_t=True).bind(model)(
+            forecast, observation)
+        np.testing.assert_allclose(bases[law], expected, atol=1e-10)
+    clipped = LETKF(inflation=1.0, localization_radius=4.0, clip=3.0).bind(
+        ObservationModel(n_variables=12, observed="every_other", noise="cauchy"))(forecast, observation)
+    assert np.abs(bases["cauchy"] - clipped).max() > 0.1  # the weights, not only the clipping, act under Cauchy noise
+    with pytest.raises(ValueError, match=r"student_t=False \(its recipe: True\)"):
+        fit_local_analysis(CauchyNoise(), forecasts=forecasts, window_radius=2, warm_start=step)
+
+
 def test_forecasts_recorded_from_any_filter_under_each_noise_law(untrained):
     settings = dict(ensemble_sizes=(6,), n_variables=12, dt_obs=(0.05,), observation_spacings=(2,), n_cycles=30,
                     spin_up=10, every=5, random_state=0)

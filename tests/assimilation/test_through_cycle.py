@@ -39,22 +39,24 @@ def _one_network(n_variables, observed, values):
     return observation, present
 
 
-@pytest.mark.parametrize("clip", [None, 3.0])
-def test_torch_features_equal_the_numpy_windows(clip):
+@pytest.mark.parametrize("clip, student_t, tail", [(None, False, 0.4), (3.0, False, 0.4), (None, True, 0.4),
+                                                   (None, True, 0.0)])
+def test_torch_features_equal_the_numpy_windows(clip, student_t, tail):
     rng = np.random.default_rng(0)
     forecast = rng.normal(2.0, 1.5, (7, 16))
     observed = np.array([0, 3, 4, 9, 13])
     values = rng.normal(2.0, 3.0, observed.size)
-    expected, centre, spread = local_analysis_features(forecast, values, observed, noise_scale=0.8, noise_tail=0.4,
+    expected, centre, spread = local_analysis_features(forecast, values, observed, noise_scale=0.8, noise_tail=tail,
                                                        window_radius=3, localization_radius=2.5,
-                                                       observation_variance=1.3, clip=clip)
+                                                       observation_variance=1.3, clip=clip, student_t=student_t)
     observation, present = _one_network(16, observed, values)
     one = torch.ones(1, dtype=torch.float64)
     weights = torch.as_tensor(observation_weights(16, np.arange(16), 2.5))
     features, mean, scale = _local_features(torch.as_tensor(forecast)[None], observation, present,
-                                            noise_scale=0.8 * one, noise_tail=0.4 * one,
+                                            noise_scale=0.8 * one, noise_tail=tail * one,
                                             observation_variance=1.3 * one, window_radius=3,
-                                            localization_weights=weights, noise_ratio_range=(0.05, 20.0), clip=clip)
+                                            localization_weights=weights, noise_ratio_range=(0.05, 20.0), clip=clip,
+                                            student_t=student_t)
     np.testing.assert_allclose(features[0].numpy(), expected, atol=1e-10)
     np.testing.assert_allclose(mean[0].numpy(), centre, atol=1e-12)
     np.testing.assert_allclose(scale[0].numpy(), spread, atol=1e-12)
