@@ -287,6 +287,7 @@ STAND_INS = "local learned, through the cycle from stand-ins"
 RECIPE_VARIANTS = {
     "local learned, recipe in two parts": "the same recipe, first round on an AMD CPU (shipped before)",
     "local learned, 5 epochs then 4200 iterations": "first round 5 epochs, second 4200 iterations",
+    "local learned, Student-t base": "the same recipe, the ETKF it corrects with Student-t weights (AMD CPU)",
     "local learned, 5 epochs then 4200 iterations, smaller sizes twice as often":
         "the same, 10 and 20 members drawn twice as often as 40",
 }

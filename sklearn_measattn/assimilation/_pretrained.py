@@ -74,6 +74,19 @@ _SHIPPED = {
         ),
         local=True,
     ),
+    "local_student_t": _ShippedModel(
+        description=(
+            "the local recipe with Student-t weights in the local ETKF analysis the network corrects (each "
+            "observation's precision times its Student-t expectation given the innovation, df = 1 / tail of the "
+            "noise law; the same analysis as local's under Gaussian noise): below local with heavy-tailed errors "
+            "on dense observation networks, above it with Gaussian errors on sparse ones; the local analysis page"
+        ),
+        trained_by=(
+            "benchmarks/local_analysis_training.py --student-t: as local's, with fit_local_analysis(forecasts="
+            "forecasts, student_t=True, max_epochs=10)"
+        ),
+        local=True,
+    ),
 }
 
 #: The shipped learned analysis models: name -> what it is and the public call that trains it again.
@@ -142,7 +155,7 @@ def pretrained_analysis(name="quantile_residual_fit", **params):
     Returns
     -------
     LearnedAnalysis or LocalLearnedAnalysis
-        The step of the model: ``"local"`` is a :class:`LocalLearnedAnalysis`
+        The step of the model: ``"local"`` and ``"local_student_t"`` are :class:`LocalLearnedAnalysis` steps
         (its file says how to read it, so only ``inflation``,
         ``localization_radius`` and ``reflect`` may be passed).
 

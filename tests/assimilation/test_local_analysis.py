@@ -172,6 +172,23 @@ def test_shipped_model_loads_alone_and_holds_the_truth_beside_the_letkf():
         pretrained_analysis("local", relaxation=0.3)
 
 
+def test_shipped_student_t_model_holds_the_truth_under_cauchy_noise_beside_the_robust_letkfs():
+    step = pretrained_analysis("local_student_t")
+    assert step.estimator.analysis_recipe_["letkf_student_t"] is True
+    problem = make_twin_problem(n_variables=40, observed="every_other", dt_obs=0.1, noise="cauchy", n_cycles=150,
+                                random_state=78)
+
+    def rmse(analysis):
+        return twin_experiment(analysis, problem, ensemble_size=20, spin_up=50, random_state=0)
+
+    learned = rmse(step)
+    student_t = rmse(LETKF(inflation=1.1, localization_radius=6.0, student_t=True))
+    clipped = rmse(LETKF(inflation=1.1, localization_radius=4.0, clip=2.0))
+    free = rmse("none")
+    assert not learned.diverged and learned.rmse < 0.4 * free.rmse
+    assert learned.rmse < 0.95 * min(student_t.rmse, clipped.rmse)
+
+
 @needs_dapper
 def test_local_step_runs_as_a_dapper_method():
     from sklearn_measattn.assimilation import dapper_method

@@ -15,8 +15,11 @@ from sklearn_measattn.assimilation import (
 )
 
 
+LOCAL_MODELS = {"local", "local_student_t"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(ANALYSIS_MODELS) - {"local"}))
+@pytest.mark.parametrize("name", sorted(set(ANALYSIS_MODELS) - LOCAL_MODELS))
 def test_every_shipped_model_is_a_small_model_file_of_a_learned_scalar_update(name):
     path = analysis_model_path(name)
     assert path.is_file() and path.suffix == ".safetensors"
@@ -31,14 +34,17 @@ def test_every_shipped_model_is_a_small_model_file_of_a_learned_scalar_update(na
     assert bound.features_ == sets[model.n_features_in_]
 
 
-def test_the_local_model_is_a_small_file_of_a_local_learned_analysis():
+@pytest.mark.parametrize("name, student_t", [("local", False), ("local_student_t", True)])
+def test_the_local_models_are_small_files_of_a_local_learned_analysis(name, student_t):
     from sklearn_measattn.assimilation import LocalLearnedAnalysis
 
-    path = analysis_model_path("local")
+    path = analysis_model_path(name)
     assert path.stat().st_size < 2_500_000  # the weights and the per-batch training history of both rounds
-    step = pretrained_analysis("local", inflation=1.02)
+    step = pretrained_analysis(name, inflation=1.02)
     assert isinstance(step, LocalLearnedAnalysis) and step.inflation == 1.02
-    assert step.bind(ObservationModel(n_variables=40)).recipe_["window_radius"] == 4
+    recipe = step.bind(ObservationModel(n_variables=40)).recipe_
+    assert recipe["window_radius"] == 4 and recipe.get("letkf_student_t", False) is student_t
+    assert [r["function"] for r in recipe["trained_by"].get("earlier", [])] == ["fit_local_analysis"]
 
 
 def test_unknown_names_and_parameters_are_refused_before_loading():
@@ -52,7 +58,7 @@ def test_unknown_names_and_parameters_are_refused_before_loading():
         pretrained_analysis("quantile_residual_fit", inflaton=1.02)
 
 
-@pytest.mark.parametrize("name", sorted(set(ANALYSIS_MODELS) - {"local"}))
+@pytest.mark.parametrize("name", sorted(set(ANALYSIS_MODELS) - LOCAL_MODELS))
 def test_every_scalar_model_is_read_by_the_recipe_its_file_holds(name):
     step = pretrained_analysis(name).bind(ObservationModel(n_variables=4))
     recipe = step.estimator.analysis_recipe_
