@@ -14,7 +14,6 @@ from sklearn_measattn.assimilation import (
     twin_experiment,
 )
 
-
 LOCAL_MODELS = {"local", "local_student_t"}
 
 
