@@ -456,7 +456,8 @@ def render(rows):
         lines += ["The recipe run again and varied", "^" * 60, "",
                   "The shipped step is the recipe run from scratch in one run on an Intel Xeon. Beside it: the same "
                   "recipe with its first round fitted on an AMD CPU and its second from that file on an Intel Xeon "
-                  "(the step shipped before; float rounding gives other weights), and two variants of the recipe, "
+                  "(the step shipped before; float rounding gives other weights), and three variants of the recipe (one "
+                  "with Student-t weights in the analysis it corrects, shipped as local_student_t), "
                   "each tuned by the same protocol: RMSE "
                   "per seed, their ratio, and the ratio to the goal's reference of the same seed.", "", *variants, ""]
     for setting in SETTINGS:
