@@ -500,7 +500,8 @@ def make_local_analysis_data(forecasts, noise, *, truths=None, window_radius=4, 
     >>> X[10].shape, y[10].shape
     ((40, 10, 48), (40, 1, 1))
     """
-    validate_parameter_constraints({"n_jobs": N_JOBS}, {"n_jobs": n_jobs}, caller_name="make_local_analysis_data")
+    validate_parameter_constraints({"n_jobs": N_JOBS, "student_t": ["boolean"]},
+                                   {"n_jobs": n_jobs, "student_t": student_t}, caller_name="make_local_analysis_data")
     laws = as_noise_laws(noise, caller="make_local_analysis_data")
     forecasts = _checked_forecasts(forecasts)
     truths = _checked_truths(truths, forecasts)
@@ -681,6 +682,8 @@ def fit_local_analysis(noise=None, *, forecasts=None, truths=None, window_radius
     >>> len(further.estimator.analysis_recipe_["trained_by"]["earlier"])
     1
     """
+    validate_parameter_constraints({"student_t": ["boolean"]}, {"student_t": student_t},
+                                   caller_name="fit_local_analysis")
     laws = _default_laws() if noise is None else as_noise_laws(noise, caller="fit_local_analysis")
     if truths is not None and forecasts is None:
         raise ValueError("truths needs the forecasts they belong to: pass forecasts=..., truths=... (e.g. from "

@@ -243,6 +243,10 @@ def test_a_student_t_base_is_the_student_t_letkf_recorded_and_kept_by_a_warm_sta
     assert np.abs(bases["cauchy"] - clipped).max() > 0.1  # the weights, not only the clipping, act under Cauchy noise
     with pytest.raises(ValueError, match=r"student_t=False \(its recipe: True\)"):
         fit_local_analysis(CauchyNoise(), forecasts=forecasts, window_radius=2, warm_start=step)
+    with pytest.raises(ValueError, match="student_t"):
+        fit_local_analysis(CauchyNoise(), student_t="yes")  # refused before any forecast is recorded
+    with pytest.raises(ValueError, match="student_t"):
+        make_local_analysis_data(forecasts, CauchyNoise(), student_t=1.0)
 
 
 def test_forecasts_recorded_from_any_filter_under_each_noise_law(untrained):
