@@ -173,8 +173,8 @@ class LETKF(AnalysisStep):
 
     def _prepare(self):
         model = self.observation_model_
-        self.noise_tail_ = model.tail if self.student_t else 0.0
-        self.observation_variance_ = (model.nominal_variance * self.variance_factor if self.noise_tail_ > 0
+        self._weights_tail = model.tail if self.student_t else 0.0  # 0: no Student-t weights
+        self.observation_variance_ = (model.nominal_variance * self.variance_factor if self._weights_tail > 0
                                       else _kalman_variance(model, self.variance_factor))
 
     def analyse(self, forecast, observation):
@@ -184,9 +184,9 @@ class LETKF(AnalysisStep):
         anomalies = forecast - mean
         innovation = observation - mean[observed]
         precision = observation_weights(forecast.shape[1], observed, self.localization_radius)
-        if self.noise_tail_ > 0:
+        if self._weights_tail > 0:
             weights = student_t_weights(anomalies[:, observed], innovation, self.observation_variance_,
-                                        self.noise_tail_)
+                                        self._weights_tail)
             precision = precision * weights
         precision = precision / self.observation_variance_
         innovation = clipped_innovation(anomalies[:, observed], innovation, self.observation_variance_, self.clip)

@@ -174,7 +174,7 @@ def _checked_recipe(estimator):
             f"one output, but the model has n_features_in_={n_in}, n_features_out_="
             f"{getattr(estimator, 'n_features_out_', None)}: the recipe does not belong to this model."
         )
-    return recipe
+    return {"letkf_student_t": False, **recipe}  # recipes written before the Student-t weights have no such key
 
 
 class LocalLearnedAnalysis(AnalysisStep):
@@ -281,7 +281,7 @@ class LocalLearnedAnalysis(AnalysisStep):
             window_radius=self.recipe_["window_radius"], localization_radius=self.localization_radius_,
             observation_variance=self.observation_variance_,
             noise_ratio_range=tuple(self.recipe_["noise_ratio_range"]), clip=self.recipe_["letkf_clip"],
-            student_t=self.recipe_.get("letkf_student_t", False),
+            student_t=self.recipe_["letkf_student_t"],
         )
         n_variables = features.shape[0]
         batch = np.concatenate([features, features * self._reflection]) if self.reflect_ else features
@@ -773,8 +773,8 @@ def _check_warm_start(step, *, window_radius, localization_radius, clip, student
               "clip": (clip, recipe["letkf_clip"])}
     differ = [f"{name}={mine!r} (its recipe: {theirs!r})" for name, (mine, theirs) in wanted.items()
               if (mine is None) != (theirs is None) or (mine is not None and float(mine) != float(theirs))]
-    if bool(student_t) != recipe.get("letkf_student_t", False):
-        differ.append(f"student_t={student_t!r} (its recipe: {recipe.get('letkf_student_t', False)!r})")
+    if bool(student_t) != recipe["letkf_student_t"]:
+        differ.append(f"student_t={student_t!r} (its recipe: {recipe['letkf_student_t']!r})")
     if differ:
         raise ValueError(
             f"warm_start's network reads windows made with other settings: {', '.join(differ)}. Pass its "

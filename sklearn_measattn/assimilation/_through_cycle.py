@@ -118,7 +118,7 @@ class _Unrolled:
         self.inflation = recipe["inflation"] if step.inflation is None else step.inflation
         self.noise_ratio_range = tuple(recipe["noise_ratio_range"])
         self.clip = recipe["letkf_clip"]
-        self.student_t = recipe.get("letkf_student_t", False)
+        self.student_t = recipe["letkf_student_t"]
         self.correction_weight = step.correction_weight
         self.reflect = step.reflect
         self.reflection = torch.as_tensor(_reflection(self.window_radius), dtype=torch.float32)
