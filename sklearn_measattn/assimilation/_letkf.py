@@ -53,6 +53,20 @@ def student_t_weights(observed_anomalies, innovation, noise_variance, tail):
     return (df + 1.0) / (df + innovation**2 / total)
 
 
+def student_t_scale_ratio(law):
+    """The scale of the Student-t errors that the weights assume, in units of ``law.scale``.
+
+    The weights take ``df = 1 / law.tail`` and need the scale of the same
+    Student-t: for a Student-t or Cauchy law its own scale (ratio 1); for a
+    record of errors (which has ``fit_student_t``), whose ``tail`` is that of
+    the Student-t fitted to it, the fitted law's scale, not the record's
+    robust scale (for a record with 5% gross errors the two differ by a
+    third).
+    """
+    fit = getattr(law, "fit_student_t", None)
+    return 1.0 if fit is None else fit().scale / law.scale
+
+
 def local_transform(anomalies, observed_anomalies, innovation, precision):
     """The ensemble transform of every local analysis, in one batch.
 
@@ -110,8 +124,10 @@ class LETKF(AnalysisStep):
     (a robust LETKF); the ensemble transform itself is unchanged. With
     ``student_t=True``, each observation's precision is instead weighted by
     the Student-t expectation of its error's precision given its innovation
-    (``df = 1 / tail`` of the noise law, the variance ``noise_scale ** 2``
-    times ``variance_factor``: a Student-t law's scale): a gross error's
+    (``df = 1 / tail`` of the noise law, the variance the square of that
+    Student-t's scale times ``variance_factor``: a Student-t or Cauchy law's
+    own scale, for a record of errors the scale of the Student-t fitted to
+    it, whose ``df`` its ``tail`` is): a gross error's
     weight falls as the inverse square of its innovation, so its pull fades
     where clipping keeps pulling at the bound; under Gaussian noise (tail 0)
     nothing changes. Missing (NaN) observations are left out; a cycle with
@@ -143,8 +159,8 @@ class LETKF(AnalysisStep):
     ----------
     observation_variance_ : float
         The observation-error variance of the update (with ``student_t`` and
-        a heavy-tailed law, ``noise_scale ** 2 * variance_factor``, which the
-        weights multiply).
+        a heavy-tailed law, the square of the Student-t's scale times
+        ``variance_factor``, which the weights multiply).
 
     Examples
     --------
@@ -174,7 +190,8 @@ class LETKF(AnalysisStep):
     def _prepare(self):
         model = self.observation_model_
         self._weights_tail = model.tail if self.student_t else 0.0  # 0: no Student-t weights
-        self.observation_variance_ = (model.nominal_variance * self.variance_factor if self._weights_tail > 0
+        self.observation_variance_ = ((student_t_scale_ratio(model.law) * model.noise_scale) ** 2 * self.variance_factor
+                                      if self._weights_tail > 0
                                       else _kalman_variance(model, self.variance_factor))
 
     def analyse(self, forecast, observation):

@@ -29,7 +29,14 @@ from .._threads import torch_threads
 from .._validation import N_JOBS, Choices, NumberInterval
 from ..estimator import MeasureTransformerRegressor, fitted_network
 from ._baselines import INFLATION, AnalysisStep, _inflated, _kalman_variance
-from ._letkf import LETKF, clipped_innovation, local_transform, observation_weights, student_t_weights
+from ._letkf import (
+    LETKF,
+    clipped_innovation,
+    local_transform,
+    observation_weights,
+    student_t_scale_ratio,
+    student_t_weights,
+)
 from ._problem import make_twin_problem
 from ._twin import twin_experiment
 
@@ -87,7 +94,9 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
     localization_radius : float or None, default=4.0
         Gaspari-Cohn half-width of the local ETKF analysis of the ``letkf`` feature.
     observation_variance : float or None, default=None
-        The variance that analysis assumes; None: ``noise_scale ** 2``.
+        The variance that analysis assumes (with ``student_t`` and a heavy
+        tail, the square of the scale of the Student-t errors the weights
+        assume); None: ``noise_scale ** 2``.
     noise_ratio_range : (float, float) or None, default=(0.05, 20.0)
         ``noise_scale / s`` is clipped to it in ``log_noise_ratio``.
     clip : float or None, default=3.0
@@ -99,9 +108,8 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
         Weight each observation's precision in that analysis by the
         Student-t expectation of its error's precision given its innovation
         (as ``LETKF(student_t=True)``, with ``df = 1 / noise_tail`` and the
-        variance ``noise_scale ** 2``, the law's scale, in place of
-        ``observation_variance``), so that a gross error's pull fades; no
-        change under Gaussian noise (``noise_tail=0``).
+        variance ``observation_variance``), so that a gross error's pull
+        fades; no change under Gaussian noise (``noise_tail=0``).
 
     Returns
     -------
@@ -125,7 +133,7 @@ def local_analysis_features(forecast, observation, observed, *, noise_scale, noi
     anomalies = forecast - mean
     spread = np.maximum(anomalies.std(axis=0, ddof=1), _SPREAD_FLOOR)
     heavy = student_t and noise_tail > 0
-    variance = noise_scale**2 if observation_variance is None or heavy else observation_variance
+    variance = noise_scale**2 if observation_variance is None else observation_variance
     innovation = observation - mean[observed]
     precision = observation_weights(n_variables, observed, localization_radius)
     if heavy:
@@ -269,7 +277,8 @@ class LocalLearnedAnalysis(AnalysisStep):
             else self.localization_radius
         self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
         self.noise_tail_ = model.tail
-        self.observation_variance_ = _kalman_variance(model, 1.0)
+        self.observation_variance_ = _kalman_variance_of(model.law, model.noise_scale,
+                                                         student_t=self.recipe_["letkf_student_t"])
         self._reflection = _reflection(recipe["window_radius"])
         self._network = fitted_network(self.estimator)
 
@@ -542,7 +551,7 @@ def _windows(draws, **settings):
         for prior, truth, observation, observed, law, scale in draws:
             features, centre, spread = local_analysis_features(
                 prior, observation, observed, noise_scale=scale, noise_tail=law.tail,
-                observation_variance=_kalman_variance_of(law, scale), **settings)
+                observation_variance=_kalman_variance_of(law, scale, student_t=settings["student_t"]), **settings)
             pairs.append((features, ((truth - centre) / spread)[:, None, None]))
     return pairs
 
@@ -580,8 +589,15 @@ def _checked_truths(truths, forecasts):
     return checked
 
 
-def _kalman_variance_of(law, scale):
-    """The Kalman variance of ``law`` at another scale: its variance over its scale squared, times the scale squared."""
+def _kalman_variance_of(law, scale, *, student_t=False):
+    """The variance the local ETKF analysis takes for ``law`` at another scale.
+
+    The Kalman variance (the law's variance over its scale squared, times the scale squared), or with ``student_t``
+    and a heavy-tailed law the square of the scale of the Student-t the weights assume (``scale ** 2`` for a Student-t
+    or Cauchy law; for a record, its fitted Student-t's scale at this scale).
+    """
+    if student_t and law.tail > 0:
+        return (student_t_scale_ratio(law) * scale) ** 2
     return _kalman_variance(law, 1.0) * (scale / law.scale) ** 2
 
 

@@ -68,9 +68,8 @@ def _local_features(forecast, observation, present, *, noise_scale, noise_tail, 
     observation = torch.where(present, observation, torch.zeros_like(observation))
     innovation = (observation - mean) * mask
     weights = mask
-    if student_t:  # the Student-t weights of local_analysis_features, with the law's scale as the variance
+    if student_t:  # the Student-t weights of local_analysis_features
         heavy = noise_tail > 0
-        observation_variance = torch.where(heavy, noise_scale**2, observation_variance)
         degrees = 1.0 / noise_tail.clamp_min(1e-12)[:, None]
         total = anomalies.var(dim=1) + observation_variance[:, None]
         weights = mask * torch.where(heavy[:, None], (degrees + 1.0) / (degrees + innovation**2 / total), 1.0)
@@ -169,7 +168,9 @@ def unrolled_local_analysis(step, forecast, observation, observed, *, noise_scal
     symmetric : bool, default=True
         Whether the noise law is symmetric (the step's ``reflect="auto"`` reflects then).
     observation_variance : float, torch.Tensor of shape (n_batch,) or None, default=None
-        The variance the local ETKF feature assumes; None: ``noise_scale ** 2``.
+        The variance the local ETKF feature assumes (with the recipe's
+        Student-t weights and a heavy tail, the square of the scale of the
+        Student-t errors they assume); None: ``noise_scale ** 2``.
 
     Returns
     -------
@@ -223,7 +224,7 @@ class _Runs:
     """
 
     def __init__(self, *, n_runs, n_members, n_variables, dt_obs, spacing, law, scale, missing_fraction, rng,
-                 records=None, forecast_model=None):
+                 student_t=False, records=None, forecast_model=None):
         self.n_members, self.dt_obs, self.law, self.scale = n_members, dt_obs, law, scale
         self.forecast_model = _lorenz96 if forecast_model is None else forecast_model
         self.missing_fraction, self.rng = missing_fraction, rng
@@ -244,7 +245,7 @@ class _Runs:
             self.ensemble = torch.as_tensor(chosen[others].reshape(n_runs, n_members, n_variables))
         n = torch.ones(n_runs, dtype=torch.float64)
         self.noise_scale, self.noise_tail = scale * n, law.tail * n
-        self.observation_variance = _kalman_variance_of(law, scale) * n
+        self.observation_variance = _kalman_variance_of(law, scale, student_t=student_t) * n
         self.age = 0
 
     def cycle(self, analyse, ensemble):
@@ -473,7 +474,8 @@ def fit_local_analysis_through_cycle(step, noise=None, *, forecasts=None, foreca
         runs = _Runs(n_runs=n_runs, n_members=size, n_variables=n_variables,
                      dt_obs=intervals[rng.randint(len(intervals))], spacing=spacings[rng.randint(len(spacings))],
                      law=law, scale=law.scale * float(np.exp(rng.uniform(low, high))),
-                     missing_fraction=missing_fraction, rng=rng, records=None if records is None else records[size],
+                     missing_fraction=missing_fraction, rng=rng, student_t=analyse.student_t,
+                     records=None if records is None else records[size],
                      forecast_model=forecast_model)
         with torch.no_grad():
             for _ in range(spin_up):

@@ -9,7 +9,9 @@ from sklearn_measattn.assimilation import (
     LETKF,
     EnKF,
     ObservationModel,
+    SampledNoise,
     compare_analyses,
+    contaminated_errors,
     make_twin_problem,
     tune_analysis,
     twin_experiment,
@@ -82,6 +84,23 @@ def test_student_t_weights_are_the_expected_precision_factor_and_change_nothing_
         ObservationModel(n_variables=6, observed=[0], noise="cauchy", noise_scale=0.5))(forecast, observation[:1])
     pull = np.abs(robust.mean(axis=0) - only_first.mean(axis=0))[3]
     assert pull < np.abs(clipped.mean(axis=0) - only_first.mean(axis=0))[3]
+
+
+def test_student_t_weights_of_a_record_take_the_scale_of_the_student_t_fitted_to_it():
+    forecast = _ensemble(20, 6, seed=5)
+    observation = np.array([0.5, 12.0, -0.3])
+    record = SampledNoise(contaminated_errors(5000, random_state=1))
+    fitted = record.fit_student_t()
+    assert abs(fitted.scale / record.scale - 1.0) > 0.1  # the fitted scale is not the record's robust scale
+    for scale in (record.scale, 2.0):  # the record at its own scale and rescaled
+        model = ObservationModel(n_variables=6, observed=[0, 2, 4], noise=record)
+        model.noise_scale = scale
+        step = LETKF(inflation=1.0, localization_radius=3.0, variance_factor=1.5, student_t=True).bind(model)
+        twin = ObservationModel(n_variables=6, observed=[0, 2, 4], noise="student_t", df=fitted.df,
+                                noise_scale=fitted.scale * scale / record.scale)
+        same = LETKF(inflation=1.0, localization_radius=3.0, variance_factor=1.5, student_t=True).bind(twin)
+        assert step.observation_variance_ == pytest.approx(1.5 * (fitted.scale * scale / record.scale) ** 2)
+        np.testing.assert_allclose(step(forecast, observation), same(forecast, observation), atol=1e-10)
 
 
 def test_missing_observations_are_left_out_and_none_keeps_the_forecast():

@@ -14,6 +14,8 @@ from sklearn_measattn.assimilation import (
     GaussianNoise,
     LocalLearnedAnalysis,
     ObservationModel,
+    SampledNoise,
+    contaminated_errors,
     fit_local_analysis,
     local_analysis_features,
     make_local_analysis_data,
@@ -232,12 +234,13 @@ def test_a_student_t_base_is_the_student_t_letkf_recorded_and_kept_by_a_warm_sta
     forecast = rng.standard_normal((9, 12)) + 2.0
     observation = np.array([0.3, 25.0, -1.0, 2.0, 0.5, -40.0])  # two gross Cauchy errors
     bases = {}
-    for law in ("cauchy", "gaussian"):
+    record = SampledNoise(contaminated_errors(2000, random_state=0))  # its weights take its fitted Student-t's scale
+    for law in ("cauchy", "gaussian", record):
         model = ObservationModel(n_variables=12, observed="every_other", noise=law)
-        bases[law] = step.set_params(correction_weight=0.0).bind(model)(forecast, observation)
+        bases[str(law)] = step.set_params(correction_weight=0.0).bind(model)(forecast, observation)
         expected = LETKF(inflation=1.0, localization_radius=4.0, clip=3.0, student_t=True).bind(model)(
             forecast, observation)
-        np.testing.assert_allclose(bases[law], expected, atol=1e-10)
+        np.testing.assert_allclose(bases[str(law)], expected, atol=1e-10)
     clipped = LETKF(inflation=1.0, localization_radius=4.0, clip=3.0).bind(
         ObservationModel(n_variables=12, observed="every_other", noise="cauchy"))(forecast, observation)
     assert np.abs(bases["cauchy"] - clipped).max() > 0.1  # the weights, not only the clipping, act under Cauchy noise
