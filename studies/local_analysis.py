@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import functools
 import platform
 import time
 from pathlib import Path
@@ -43,6 +45,7 @@ from sklearn_measattn.assimilation import (
     NoiseLaw,
     RankHistogramFilter,
     RobustEnKF,
+    SampledObservationModel,
     SerialEnKF,
     compare_analyses,
     make_twin_problem,
@@ -100,6 +103,10 @@ SETTINGS = {
                            law=dict(laplace=1.0), sizes=(20,), methods=ALL, cycles=1500),
     "sakov_oke": dict(system=dict(n_variables=40, observed="all", dt_obs=0.05),
                       law=dict(noise="gaussian", noise_scale=1.0), sizes=(40,), methods=("LETKF",), cycles=1500),
+    "fourth_contaminated": dict(system=dict(n_variables=40, observed=EVERY_FOURTH, dt_obs=0.15),
+                                law=dict(record="contaminated"), sizes=(20,), methods=HEAVY, cycles=3000),
+    "other_skewed_01": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.1),
+                            law=dict(record="skewed"), sizes=(20,), methods=HEAVY, cycles=1500),
 }
 TUNING_SEEDS = (1000, 1001)
 TUNING_CYCLES, SPIN_UP = 500, 150
@@ -110,13 +117,35 @@ LOCAL_GRID = {"inflation": (1.0, 1.04), "localization_radius": (4.0, 6.0, 8.0, 1
               "correction_weight": (0.25, 0.5, 0.75, 1.0)}
 
 
+@functools.cache
+def records(setting):
+    """A record setting's user's observation model (10^4 errors of its law) and nature's (10^6, another draw).
+
+    The laws and draws of ``studies/sampled_noise.py``, whose learned scalar updates were trained on the same
+    user's sample: every filter knows the law only through the user's record (the rank histogram filters through
+    its kernel density), and nature's observations resample a record a hundred times longer.
+    """
+    from sampled_noise import LAWS  # the record laws, only where a record setting asks for them
+
+    spec = SETTINGS[setting]
+    law, system = spec["law"]["record"], spec["system"]
+    seed = 10 * list(LAWS).index(law)
+    return tuple(SampledObservationModel(LAWS[law](n, seed + k), n_variables=system["n_variables"],
+                                         observed=system["observed"]) for k, n in enumerate((10_000, 1_000_000)))
+
+
 def grids(setting):
     """Each method's step and tuning grid (localisation radius and inflation always among the parameters).
 
     Under non-Gaussian noise the LETKF's grid also has its innovation clipping (a robust LETKF); its Student-t
-    weighting is a method of its own, tuned over the same inflations and radii.
+    weighting is a method of its own, tuned over the same inflations and radii. Where the noise is a record of
+    errors, the rank histogram filters' likelihood is the kernel density of the user's record and the learned
+    scalar update is the one trained on that record.
     """
-    clips = (None,) if SETTINGS[setting]["law"].get("noise") == "gaussian" else (None, 2.0)
+    law = SETTINGS[setting]["law"]
+    clips = (None,) if law.get("noise") == "gaussian" else (None, 2.0)
+    likelihood = records(setting)[0].kernel_density() if "record" in law else None
+    scalar = f"sampled_{law['record']}" if "record" in law else "quantile_residual_fit"
     return {
         "LETKF": (LETKF(), {"inflation": INFLATIONS, "localization_radius": RADII, "clip": clips}),
         "LETKF, Student-t": (LETKF(student_t=True), {"inflation": INFLATIONS, "localization_radius": RADII}),
@@ -124,11 +153,11 @@ def grids(setting):
                        {"inflation": (1.01, 1.03, 1.06, 1.1), "clip": (None, 2.0), "localization_radius": (2.0, 4.0, 8.0)}),
         "RobustEnKF": (RobustEnKF(), {"inflation": (1.02, 1.05, 1.1), "clip": (1.5, 3.0),
                                       "localization_radius": (2.0, 4.0, 8.0)}),
-        "RHF": (RankHistogramFilter(batch_disjoint=True),
+        "RHF": (RankHistogramFilter(batch_disjoint=True, likelihood=likelihood),
                 {"inflation": (1.0, 1.03, 1.08), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
-        "RHF kernel": (RankHistogramFilter(prior="kernel", batch_disjoint=True),
+        "RHF kernel": (RankHistogramFilter(prior="kernel", batch_disjoint=True, likelihood=likelihood),
                        {"inflation": (1.0, 1.03, 1.08), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
-        "scalar learned": (pretrained_analysis("quantile_residual_fit", batch_disjoint=True),
+        "scalar learned": (pretrained_analysis(scalar, batch_disjoint=True),
                            {"inflation": (1.0, 1.03), "relaxation": (0.0, 0.3), "localization_radius": (2.0, 4.0, 8.0)}),
         "local learned": (pretrained_analysis("local"), LOCAL_GRID),
         "local learned, no reflection": (pretrained_analysis("local", reflect=False), LOCAL_GRID),
@@ -138,6 +167,10 @@ def grids(setting):
 def problems(setting, seeds, n_cycles):
     spec = SETTINGS[setting]
     law = dict(spec["law"])
+    if "record" in law:
+        user, nature = records(setting)
+        return [dataclasses.replace(make_twin_problem(observation_model=nature, n_cycles=n_cycles, random_state=seed),
+                                    observation_model=user) for seed in seeds]
     if "laplace" in law:
         system = dict(spec["system"])
         return [make_twin_problem(**system, noise=LaplaceNoise(scale=law["laplace"]), n_cycles=n_cycles,
@@ -255,6 +288,8 @@ TITLES = {
     "other_cauchy_01": "every other variable observed every 0.1, Cauchy scale 1",
     "todter_laplace": "80 variables, every other observed every 0.1, Laplace variance 1",
     "sakov_oke": "all observed every 0.05, Gaussian sd 1 (Sakov-Oke)",
+    "fourth_contaminated": "every 4th variable observed every 0.15, a record of contaminated errors",
+    "other_skewed_01": "every other variable observed every 0.1, a record of skewed errors",
 }
 
 
