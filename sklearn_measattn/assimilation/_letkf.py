@@ -75,7 +75,10 @@ def local_transform(anomalies, observed_anomalies, innovation, precision):
     ensemble space is ``P = [(N - 1) I + Y^T diag(precision[i]) Y]^{-1}``,
     mean weights ``w = P Y^T diag(precision[i]) d`` and perturbation weights
     ``W = sqrt((N - 1) P)`` (the symmetric square root, which keeps the
-    analysis anomalies centred and closest to the forecast's).
+    analysis anomalies centred and closest to the forecast's). Both come from
+    the thin SVD of ``diag(precision[i])^(1/2) Y`` restricted to the
+    observations the taper reaches, so the cost grows with their number
+    rather than with ``N^3``.
 
     Parameters
     ----------
@@ -95,16 +98,24 @@ def local_transform(anomalies, observed_anomalies, innovation, precision):
         forecast mean plus this.
     """
     n_members = anomalies.shape[0]
-    weighted = observed_anomalies[None, :, :] * precision[:, None, :]  # (n_variables, N, p): Y diag(precision_i)
-    system = np.einsum("ikp,mp->ikm", weighted, observed_anomalies)
-    system[:, np.arange(n_members), np.arange(n_members)] += n_members - 1
-    eigenvalues, eigenvectors = np.linalg.eigh(system)
-    eigenvalues = np.maximum(eigenvalues, 1e-12)
-    inverse = np.einsum("ikj,ij,imj->ikm", eigenvectors, 1.0 / eigenvalues, eigenvectors)
-    root = np.einsum("ikj,ij,imj->ikm", eigenvectors, np.sqrt((n_members - 1) / eigenvalues), eigenvectors)
-    mean_weights = np.einsum("ikm,imp,p->ik", inverse, weighted, innovation)
-    weights = root + mean_weights[:, :, None]  # (n_variables, N members of the forecast, N members of the analysis)
-    return np.einsum("ki,ikm->mi", anomalies, weights)
+    # Only the observations a grid point's taper reaches enter its analysis: gather them (padded with zero precision)
+    local = precision > 0
+    width = max(int(local.sum(axis=1).max()), 1)
+    order = np.argsort(~local, axis=1, kind="stable")[:, :width]  # each row's reached observations first
+    root_precision = np.sqrt(np.take_along_axis(precision, order, axis=1))  # (n_variables, m), 0 on the padding
+    scaled = observed_anomalies.T[order] * root_precision[:, :, None]  # (n_variables, m, N): diag(precision_i)^1/2 Y
+    # With the thin SVD diag(precision_i)^1/2 Y = V s U^T, (N - 1) I + Y^T diag(precision_i) Y has the eigenvalues
+    # g = N - 1 + s^2 on U and N - 1 elsewhere: P's mean weights are U s / g V^T diag(precision_i)^1/2 d, and
+    # sqrt((N - 1) P) = I + U (sqrt((N - 1) / g) - 1) U^T. The cost grows with the reached observations, not N^3.
+    left, values, right = np.linalg.svd(scaled, full_matrices=False)  # (n, m, r), (n, r), (n, r, N)
+    gain = n_members - 1 + values**2
+    data = (left.transpose(0, 2, 1) @ (root_precision * innovation[order])[:, :, None])[:, :, 0]  # (n, r)
+    mean_weights = (data * values / gain)[:, None, :] @ right  # (n, 1, N)
+    shrink = np.sqrt((n_members - 1) / gain) - 1.0
+    weights = (right.transpose(0, 2, 1) * shrink[:, None, :]) @ right  # (n, N, N) = U diag(shrink) U^T
+    weights[:, np.arange(n_members), np.arange(n_members)] += 1.0
+    weights += mean_weights.transpose(0, 2, 1)  # (n_variables, N members of the forecast, N of the analysis)
+    return (anomalies.T[:, None, :] @ weights)[:, 0, :].T
 
 
 class LETKF(AnalysisStep):
@@ -115,7 +126,8 @@ class LETKF(AnalysisStep):
     observation's precision tapered by the Gaspari-Cohn function of its
     distance (R-localisation), so that far observations fade out smoothly.
     The local analyses are independent given the forecast and are computed
-    together, in one batch of ``n_variables`` small ``(N, N)`` eigenproblems.
+    together, in one batch of small SVDs (each grid point's ensemble at the
+    observations its taper reaches).
     The observation-error variance is that of :class:`EnKF` (the noise law's
     variance, or ``noise_scale ** 2`` for laws without one, times
     ``variance_factor``). With ``clip``, each innovation is first clipped at
