@@ -11,6 +11,9 @@ network's, so the ratio is largest at the smallest size). One more row runs
 the same step with its network left in training mode, so that every call
 switches it to evaluation mode and back (what each call cost before a fitted
 network was left in evaluation mode): the price of that switch, in the same run.
+Where DAPPER is installed, its LETKF (``run_dapper``, the analysis time of its
+cycle, with the same inflation and localisation) is timed in the same rounds:
+the field's implementation beside the package's.
 
 Usage::
 
@@ -22,13 +25,21 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import statistics
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from sklearn_measattn.assimilation import LETKF, LocalLearnedAnalysis, make_twin_problem, pretrained_analysis, twin_experiment
+from sklearn_measattn.assimilation import (
+    LETKF,
+    LocalLearnedAnalysis,
+    make_twin_problem,
+    pretrained_analysis,
+    run_dapper,
+    twin_experiment,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))
 from attention_speed import cpu_description  # noqa: E402
@@ -49,12 +60,14 @@ def main(argv=None):
     local = pretrained_analysis("local")
     switching = copy.deepcopy(local.estimator)
     switching.net_.module_.train()
+    dapper = importlib.util.find_spec("dapper") is not None
     steps = {"LETKF": LETKF(inflation=1.02, localization_radius=4.0),
              "local learned (reflect)": LocalLearnedAnalysis(local.estimator, reflect=True),
              "local learned (no reflect)": LocalLearnedAnalysis(local.estimator, reflect=False),
              "local learned (reflect, switching modes)": LocalLearnedAnalysis(switching, reflect=True)}
     for members in args.members:
-        times = {name: [] for name in steps}
+        names = [*steps, *(["DAPPER LETKF"] if dapper else [])]
+        times = {name: [] for name in names}
         rmse = {}
         for _ in range(args.repeats):
             for name, step in steps.items():
@@ -62,8 +75,13 @@ def main(argv=None):
                                          random_state=0)
                 times[name].append(result.seconds_per_cycle)
                 rmse[name] = result.rmse
+            if dapper:  # DAPPER's loc_rad is the Gaspari-Cohn half-width over 1.82
+                result = run_dapper("LETKF", problem, ensemble_size=members, spin_up=args.cycles // 4,
+                                    random_state=0, infl=1.02, loc_rad=round(4.0 / 1.82, 4))
+                times["DAPPER LETKF"].append(result.seconds_per_cycle)
+                rmse["DAPPER LETKF"] = result.rmse
         base = statistics.median(times["LETKF"])
-        for name in steps:
+        for name in names:
             median = statistics.median(times[name])
             print(f"N={members:<3d} {name:41s} median {1e3 * median:7.2f} ms/cycle (min {1e3 * min(times[name]):.2f}, "
                   f"max {1e3 * max(times[name]):.2f}); rmse {rmse[name]:.3f}; ratio to LETKF {median / base:.2f}",

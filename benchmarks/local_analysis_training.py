@@ -25,6 +25,7 @@ Usage::
     python benchmarks/local_analysis_training.py --second own-cycle --out earlier.safetensors
     python benchmarks/local_analysis_training.py --rounds 1 --target truth --out truth.safetensors
     python benchmarks/local_analysis_training.py --quick       # a small recipe, to check the script (~1 min)
+    python benchmarks/local_analysis_training.py --errors errors.npy --student-t --out mine.safetensors  # your record
 
 ``--first-epochs``, ``--iterations`` and ``--sizes`` vary the recipe (the
 first round's epochs, the second round's iterations and the ensemble sizes
@@ -41,6 +42,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from sklearn_measattn import load_model, save_model
@@ -48,6 +50,7 @@ from sklearn_measattn.assimilation import (
     CauchyNoise,
     GaussianNoise,
     LocalLearnedAnalysis,
+    SampledNoise,
     fit_local_analysis,
     fit_local_analysis_through_cycle,
     record_forecasts,
@@ -87,6 +90,9 @@ def main(argv=None):
     parser.add_argument("--student-t", action="store_true",
                         help="weight the observations of the local ETKF analysis the network corrects by their "
                              "Student-t precision factor (see LETKF(student_t=True))")
+    parser.add_argument("--errors", default=None,
+                        help="a record of observation errors (.npy, one dimension): train for SampledNoise(errors), "
+                             "resampled, instead of the shipped laws")
     parser.add_argument("--target", choices=("stand-in", "truth"), default="stand-in",
                         help="train against a stand-in member (the shipped recipe) or the recorded truth")
     args = parser.parse_args(argv)
@@ -96,7 +102,9 @@ def main(argv=None):
     if args.rounds == 2 and args.second == "cycle" and args.target == "truth":
         parser.error("--second cycle trains against stand-ins of the recorded forecasts: with --target truth "
                      "pass --second own-cycle (or --rounds 1)")
-    print(f"{cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
+    noise = None if args.errors is None else SampledNoise(np.load(args.errors))
+    print(f"{cpu_description()}; torch {torch.__version__}, {torch.get_num_threads()} threads"
+          f"{'' if noise is None else f'; noise: {noise!r}, tail {noise.tail:.3f}'}", flush=True)
     start = time.perf_counter()
     truth = args.target == "truth"
     forecasts, truths = record_forecasts(**(QUICK if args.quick else {}), return_truth=True, random_state=args.seed,
@@ -104,7 +112,7 @@ def main(argv=None):
     print(f"recorded {len(forecasts)} LETKF forecasts in {time.perf_counter() - start:.0f} s", flush=True)
     params = {"max_epochs": 1, "d_model": 16} if args.quick else {"max_epochs": first_epochs}
     if args.first is None:
-        step = fit_local_analysis(forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
+        step = fit_local_analysis(noise, forecasts=forecasts, truths=truths if truth else None, random_state=args.seed,
                                   student_t=args.student_t, verbose=1, n_jobs=args.n_jobs, **params)
     else:
         step = LocalLearnedAnalysis(load_model(args.first))
@@ -115,7 +123,7 @@ def main(argv=None):
     print(f"first round: trained on {sum(pairs.values())} windows ({pairs}); {time.perf_counter() - start:.0f} s "
           "so far", flush=True)
     if args.rounds == 2 and args.second == "cycle":
-        step = fit_local_analysis_through_cycle(step, forecasts=forecasts, random_state=args.seed, verbose=1,
+        step = fit_local_analysis_through_cycle(step, noise, forecasts=forecasts, random_state=args.seed, verbose=1,
                                                 ensemble_sizes=args.sizes,
                                                 **{**THROUGH_CYCLE, "n_iterations": 20 if args.quick else args.iterations})
     elif args.rounds == 2:
@@ -126,7 +134,7 @@ def main(argv=None):
             random_state=args.seed + 1, n_jobs=args.n_jobs)
         print(f"recorded {len(own)} forecasts of the first step's own cycle; {time.perf_counter() - start:.0f} s "
               "so far", flush=True)
-        step = fit_local_analysis(forecasts=own + forecasts, truths=own_truths + truths if truth else None,
+        step = fit_local_analysis(noise, forecasts=own + forecasts, truths=own_truths + truths if truth else None,
                                   warm_start=step, student_t=args.student_t, random_state=args.seed, verbose=1,
                                   n_jobs=args.n_jobs,
                                   max_epochs=1 if args.quick else SECOND["max_epochs"], lr=SECOND["lr"])
