@@ -6,8 +6,7 @@ the forecast excluded) of the :class:`LETKF` and of the shipped
 doubles the batch of its one network call), on the same problem, interleaved
 over ``--repeats`` rounds; prints the medians, the RMSE of each run and the
 ratios to the LETKF, for each ensemble size in turn (the goal: at most 3x at 40
-variables; the LETKF's own cost grows faster with the ensemble size than the
-network's, so the ratio is largest at the smallest size). One more row runs
+variables). One more row runs
 the same step with its network left in training mode, so that every call
 switches it to evaluation mode and back (what each call cost before a fitted
 network was left in evaluation mode): the price of that switch, in the same run.
