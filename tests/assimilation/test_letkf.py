@@ -16,7 +16,7 @@ from sklearn_measattn.assimilation import (
     tune_analysis,
     twin_experiment,
 )
-from sklearn_measattn.assimilation._letkf import observation_weights
+from sklearn_measattn.assimilation._letkf import local_transform, observation_weights
 
 needs_dapper = pytest.mark.skipif(importlib.util.find_spec("dapper") is None, reason="DAPPER is not installed")
 
@@ -101,6 +101,27 @@ def test_student_t_weights_of_a_record_take_the_scale_of_the_student_t_fitted_to
         same = LETKF(inflation=1.0, localization_radius=3.0, variance_factor=1.5, student_t=True).bind(twin)
         assert step.observation_variance_ == pytest.approx(1.5 * (fitted.scale * scale / record.scale) ** 2)
         np.testing.assert_allclose(step(forecast, observation), same(forecast, observation), atol=1e-10)
+
+
+def test_the_batched_transform_is_each_grid_points_ensemble_transform():
+    # Every grid point against its own ETKF written out: P = [(N-1) I + Y^T R_i Y]^-1, w = P Y^T R_i d,
+    # W = sqrt((N-1) P); the points reach 0 to 4 of the 5 observations (the padding of the batch must not matter).
+    rng = np.random.default_rng(7)
+    anomalies = rng.standard_normal((6, 12))
+    anomalies -= anomalies.mean(axis=0)
+    observed = np.array([0, 1, 2, 3, 9])
+    innovation = rng.standard_normal(5)
+    precision = observation_weights(12, observed, 1.5) * 2.0
+    reached = (precision > 0).sum(axis=1)
+    assert reached.min() == 0 and reached.max() >= 4
+    Y = anomalies[:, observed]
+    expected = np.empty_like(anomalies)
+    for i in range(12):
+        P = np.linalg.inv(5.0 * np.eye(6) + Y @ np.diag(precision[i]) @ Y.T)
+        values, vectors = np.linalg.eigh(5.0 * P)
+        weights = vectors @ np.diag(np.sqrt(values)) @ vectors.T + (P @ Y @ (precision[i] * innovation))[:, None]
+        expected[:, i] = anomalies[:, i] @ weights
+    np.testing.assert_allclose(local_transform(anomalies, Y, innovation, precision), expected, atol=1e-12)
 
 
 def test_missing_observations_are_left_out_and_none_keeps_the_forecast():
