@@ -53,18 +53,19 @@ def student_t_weights(observed_anomalies, innovation, noise_variance, tail):
     return (df + 1.0) / (df + innovation**2 / total)
 
 
-def student_t_scale_ratio(law):
-    """The scale of the Student-t errors that the weights assume, in units of ``law.scale``.
+def student_t_variance(law, scale):
+    """The square of the scale of the Student-t errors that the weights assume, for ``law`` at ``scale``.
 
     The weights take ``df = 1 / law.tail`` and need the scale of the same
-    Student-t: for a Student-t or Cauchy law its own scale (ratio 1); for a
-    record of errors (which has ``fit_student_t``), whose ``tail`` is that of
-    the Student-t fitted to it, the fitted law's scale, not the record's
-    robust scale (for a record with 5% gross errors the two differ by a
-    third).
+    Student-t: for a Student-t or Cauchy law its own scale; for a record of
+    errors (which has ``fit_student_t``), whose ``tail`` is that of the
+    Student-t fitted to it, the fitted law's scale, not the record's robust
+    scale (for a record with 5% gross errors the two differ by a third),
+    rescaled as the record is.
     """
     fit = getattr(law, "fit_student_t", None)
-    return 1.0 if fit is None else fit().scale / law.scale
+    ratio = 1.0 if fit is None else fit().scale / law.scale
+    return (ratio * scale) ** 2
 
 
 def local_transform(anomalies, observed_anomalies, innovation, precision):
@@ -85,7 +86,8 @@ def local_transform(anomalies, observed_anomalies, innovation, precision):
     anomalies : ndarray of shape (n_members, n_variables)
         Forecast anomalies (members minus their mean).
     observed_anomalies : ndarray of shape (n_members, n_observed)
-        Their values at the observed variables (``Y``).
+        Their values at the observed variables (``Y^T``, with ``Y`` of shape
+        ``(n_observed, N)`` as in the formulas).
     innovation : ndarray of shape (n_observed,)
         Observation minus the forecast mean at the observed variables (``d``).
     precision : ndarray of shape (n_variables, n_observed)
@@ -202,9 +204,8 @@ class LETKF(AnalysisStep):
     def _prepare(self):
         model = self.observation_model_
         self._weights_tail = model.tail if self.student_t else 0.0  # 0: no Student-t weights
-        self.observation_variance_ = ((student_t_scale_ratio(model.law) * model.noise_scale) ** 2 * self.variance_factor
-                                      if self._weights_tail > 0
-                                      else _kalman_variance(model, self.variance_factor))
+        self.observation_variance_ = (student_t_variance(model.law, model.noise_scale) * self.variance_factor
+                                      if self._weights_tail > 0 else _kalman_variance(model, self.variance_factor))
 
     def analyse(self, forecast, observation):
         forecast = _inflated(forecast, self.inflation)

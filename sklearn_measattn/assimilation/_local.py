@@ -34,7 +34,7 @@ from ._letkf import (
     clipped_innovation,
     local_transform,
     observation_weights,
-    student_t_scale_ratio,
+    student_t_variance,
     student_t_weights,
 )
 from ._problem import make_twin_problem
@@ -597,7 +597,7 @@ def _kalman_variance_of(law, scale, *, student_t=False):
     or Cauchy law; for a record, its fitted Student-t's scale at this scale).
     """
     if student_t and law.tail > 0:
-        return (student_t_scale_ratio(law) * scale) ** 2
+        return student_t_variance(law, scale)
     return _kalman_variance(law, 1.0) * (scale / law.scale) ** 2
 
 
