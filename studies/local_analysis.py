@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import functools
 import platform
 import time
@@ -45,7 +44,6 @@ from sklearn_measattn.assimilation import (
     NoiseLaw,
     RankHistogramFilter,
     RobustEnKF,
-    SampledObservationModel,
     SerialEnKF,
     compare_analyses,
     make_twin_problem,
@@ -126,13 +124,11 @@ def records(setting):
     user's sample: every filter knows the law only through the user's record (the rank histogram filters through
     its kernel density), and nature's observations resample a record a hundred times longer.
     """
-    from sampled_noise import LAWS  # the record laws, only where a record setting asks for them
+    from sampled_noise import records as sampled_records  # only where a record setting asks for them
 
     spec = SETTINGS[setting]
-    law, system = spec["law"]["record"], spec["system"]
-    seed = 10 * list(LAWS).index(law)
-    return tuple(SampledObservationModel(LAWS[law](n, seed + k), n_variables=system["n_variables"],
-                                         observed=system["observed"]) for k, n in enumerate((10_000, 1_000_000)))
+    return sampled_records(spec["law"]["record"], 10_000, 1_000_000, spec["system"]["n_variables"],
+                           observed=spec["system"]["observed"])
 
 
 def grids(setting):
@@ -169,9 +165,10 @@ def problems(setting, seeds, n_cycles):
     spec = SETTINGS[setting]
     law = dict(spec["law"])
     if "record" in law:
+        from sampled_noise import problems_for
+
         user, nature = records(setting)
-        return [dataclasses.replace(make_twin_problem(observation_model=nature, n_cycles=n_cycles, random_state=seed),
-                                    observation_model=user) for seed in seeds]
+        return problems_for(nature, user, seeds, n_cycles)
     if "laplace" in law:
         system = dict(spec["system"])
         return [make_twin_problem(**system, noise=LaplaceNoise(scale=law["laplace"]), n_cycles=n_cycles,

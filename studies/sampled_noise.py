@@ -138,11 +138,11 @@ def parse_args(argv=None):
     return args
 
 
-def records(law, n_errors, n_reference, n_variables):
+def records(law, n_errors, n_reference, n_variables, observed="all"):
     """The user's observation model (``n_errors`` errors of ``law``) and nature's (``n_reference``), seeded by the law."""
     seed = 10 * list(LAWS).index(law)
-    return (SampledObservationModel(LAWS[law](n_errors, seed), n_variables=n_variables),
-            SampledObservationModel(LAWS[law](n_reference, seed + 1), n_variables=n_variables))
+    return (SampledObservationModel(LAWS[law](n_errors, seed), n_variables=n_variables, observed=observed),
+            SampledObservationModel(LAWS[law](n_reference, seed + 1), n_variables=n_variables, observed=observed))
 
 
 def problems_for(nature, user, seeds, n_cycles):

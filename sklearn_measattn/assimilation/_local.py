@@ -277,7 +277,7 @@ class LocalLearnedAnalysis(AnalysisStep):
             else self.localization_radius
         self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
         self.noise_tail_ = model.tail
-        self.observation_variance_ = _kalman_variance_of(model.law, model.noise_scale,
+        self.observation_variance_ = _etkf_variance_of(model.law, model.noise_scale,
                                                          student_t=self.recipe_["letkf_student_t"])
         self._reflection = _reflection(recipe["window_radius"])
         self._network = fitted_network(self.estimator)
@@ -551,7 +551,7 @@ def _windows(draws, **settings):
         for prior, truth, observation, observed, law, scale in draws:
             features, centre, spread = local_analysis_features(
                 prior, observation, observed, noise_scale=scale, noise_tail=law.tail,
-                observation_variance=_kalman_variance_of(law, scale, student_t=settings["student_t"]), **settings)
+                observation_variance=_etkf_variance_of(law, scale, student_t=settings["student_t"]), **settings)
             pairs.append((features, ((truth - centre) / spread)[:, None, None]))
     return pairs
 
@@ -589,8 +589,8 @@ def _checked_truths(truths, forecasts):
     return checked
 
 
-def _kalman_variance_of(law, scale, *, student_t=False):
-    """The variance the local ETKF analysis takes for ``law`` at another scale.
+def _etkf_variance_of(law, scale, *, student_t=False):
+    """The variance the local ETKF analysis takes for ``law`` at another scale (the Kalman one, or the Student-t one).
 
     The Kalman variance (the law's variance over its scale squared, times the scale squared), or with ``student_t``
     and a heavy-tailed law the square of the scale of the Student-t the weights assume (``scale ** 2`` for a Student-t

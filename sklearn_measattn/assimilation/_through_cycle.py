@@ -34,7 +34,7 @@ from ._local import (
     _checked_forecasts,
     _checked_recipe,
     _default_laws,
-    _kalman_variance_of,
+    _etkf_variance_of,
     _reflection,
     rounds_so_far,
 )
@@ -245,7 +245,7 @@ class _Runs:
             self.ensemble = torch.as_tensor(chosen[others].reshape(n_runs, n_members, n_variables))
         n = torch.ones(n_runs, dtype=torch.float64)
         self.noise_scale, self.noise_tail = scale * n, law.tail * n
-        self.observation_variance = _kalman_variance_of(law, scale, student_t=student_t) * n
+        self.observation_variance = _etkf_variance_of(law, scale, student_t=student_t) * n
         self.age = 0
 
     def cycle(self, analyse, ensemble):
