@@ -25,9 +25,12 @@ DAPPER's conventions, and how they map onto the package's:
 - **Localisation.** DAPPER's ``loc_rad`` is the distance at which the
   taper equals ``exp(-1/2)``: its Gaspari-Cohn half-width is ``1.82 *
   loc_rad`` (the package's ``localization_radius`` is the half-width
-  itself). Its LETKF tapers the observation precision (R-localisation) in
-  batches of two neighbouring variables, as DAPPER's ``Lorenz96.sakov2008``
-  sets up.
+  itself). Its LETKF tapers the observation precision (R-localisation) and
+  makes one local analysis for each batch of ``loc_batch`` neighbouring
+  variables, at the batch's centre: two by default, as DAPPER's
+  ``Lorenz96.sakov2008`` sets up; with ``loc_batch=1`` (one analysis per
+  variable), ``rot=False`` and ``infl=1`` its analysis is the package's
+  ``LETKF(localization_radius=1.82 * loc_rad)``'s.
 - **Particle filter.** DAPPER's analysis is the weighted particles before
   resampling; it is scored with those weights (weighted mean, spread, CRPS
   and energy score), as DAPPER scores it.
@@ -94,6 +97,8 @@ _METHOD_PARAMS = {
         "loc_rad": [NumberInterval(Real, 0, None, closed="neither", why="the taper is exp(-1/2) at this distance")],
         "taper": [Choices(("GC", "Gauss", "Exp", "Cubic", "Quadro", "Step"))],
         "xN": [NumberInterval(Real, 0, None, closed="neither"), None],
+        "loc_batch": [NumberInterval(Integral, 1, None, closed="left",
+                                     why="the neighbouring variables that share one local analysis")],
     },
     "iEnKS": {
         **_ENKF_PARAMS,
@@ -111,6 +116,8 @@ _METHOD_PARAMS = {
     },
 }
 _DEFAULTS = {"EnKF_sqrt": {"rot": True}, "LETKF": {"rot": True}}
+#: The method parameters that set up the run rather than DAPPER's constructor, with their defaults.
+_RUN_PARAMS = {"LETKF": {"loc_batch": 2}}
 _INSTALL = "pip install sklearn-measattn[assimilation]"
 
 
@@ -178,7 +185,8 @@ def _import_dapper():
 
 
 def _make_method(classes, method, ensemble_size, method_params):
-    params = {**_DEFAULTS.get(method, {}), **method_params}
+    params = {**_DEFAULTS.get(method, {}), **{k: v for k, v in method_params.items()
+                                             if k not in _RUN_PARAMS.get(method, {})}}
     if method == "EnKF":
         return classes["EnKF"]("PertObs", ensemble_size, **params)
     if method == "EnKF_sqrt":
@@ -232,7 +240,7 @@ def _time_dependent(modelling, operator_at):
         return modelling.TimeDependentOperator(operator_at)
 
 
-def _observations_for_dapper(modelling, nd_Id_localization, problem):
+def _observations_for_dapper(modelling, nd_Id_localization, problem, localization_batch=2):
     """DAPPER's observation operator and observations ``yy`` for ``problem``, and the cycles it observes nothing.
 
     Without missing observations: one operator for all cycles and the
@@ -244,8 +252,8 @@ def _observations_for_dapper(modelling, nd_Id_localization, problem):
 
     def operator(indices):
         spec = modelling.partial_Id_Obs(n_variables, indices)
-        # R-localisation in batches of two neighbouring variables, as Lorenz96.sakov2008
-        localizer = nd_Id_localization((n_variables,), (2,), obs_inds=indices)
+        # R-localisation with one local analysis per batch of neighbouring variables (two in Lorenz96.sakov2008)
+        localizer = nd_Id_localization((n_variables,), (localization_batch,), obs_inds=indices)
         return {**spec, "noise": _kalman_variance(model, 1.0), "localizer": localizer}
 
     present = ~np.isnan(problem.observations)
@@ -436,7 +444,10 @@ def run_dapper(method, problem, *, ensemble_size=40, spin_up=100, random_state=N
         ``EnKF_N``: those and ``xN`` (the confidence in the prior, default 1).
         ``LETKF``: those, ``loc_rad`` (required; the taper is ``exp(-1/2)``
         at this distance, a Gaspari-Cohn half-width of ``1.82 * loc_rad``),
-        ``taper`` and ``xN``. ``iEnKS``: ``infl``, ``rot``, ``xN``, ``Lag``
+        ``taper``, ``xN`` and ``loc_batch`` (not DAPPER's constructor's:
+        how many neighbouring variables share one local analysis, made at
+        their centre; default 2, as DAPPER's ``Lorenz96.sakov2008``; 1 gives
+        every variable its own, as the package's :class:`LETKF` does). ``iEnKS``: ``infl``, ``rot``, ``xN``, ``Lag``
         (the window, in cycles; default 1), ``nIter`` (the most Gauss-Newton
         iterations; default 10) and ``wtol`` (their tolerance; default 0,
         every iteration runs). ``PartFilt``: ``reg`` (jitter, default 0),
@@ -507,7 +518,9 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
 
     rng = check_random_state(random_state)
     initial = problem.truth[0] + rng.standard_normal((ensemble_size, problem.n_variables))  # as twin_experiment
-    obs, yy, silent = _observations_for_dapper(modelling, nd_Id_localization, problem)
+    run_params = {**_RUN_PARAMS.get(method, {}), **method_params}
+    obs, yy, silent = _observations_for_dapper(modelling, nd_Id_localization, problem,
+                                               localization_batch=run_params.get("loc_batch", 2))
     recorders = []
 
     def recorder(stats):
