@@ -106,6 +106,15 @@ SETTINGS = {
                                 law=dict(record="contaminated"), sizes=(20,), methods=HEAVY, cycles=3000),
     "other_skewed_01": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.1),
                             law=dict(record="skewed"), sizes=(20,), methods=HEAVY, cycles=1500),
+    # Settings no goal names and no training or tuning of the shipped steps saw: another spacing, interval, noise
+    # scale, degrees of freedom, system size and ensemble size each, run once on seeds 91-93 to see what carries over.
+    "third_student2_05": dict(system=dict(n_variables=40, observed=np.arange(0, 40, 3), dt_obs=0.1),
+                              law=dict(noise="student_t", df=2.0, noise_scale=0.5), sizes=(30,), methods=HEAVY,
+                              cycles=1000),
+    "fourth_gauss15_60": dict(system=dict(n_variables=60, observed=np.arange(0, 60, 4), dt_obs=0.15),
+                              law=dict(noise="gaussian", noise_scale=1.5), sizes=(15,), methods=KALMAN, cycles=1000),
+    "other_laplace_02": dict(system=dict(n_variables=40, observed="every_other", dt_obs=0.2),
+                             law=dict(laplace=1.0), sizes=(10,), methods=ALL, cycles=1000),
 }
 TUNING_SEEDS = (1000, 1001)
 TUNING_CYCLES, SPIN_UP = 500, 150
@@ -292,6 +301,9 @@ TITLES = {
     "sakov_oke": "all observed every 0.05, Gaussian sd 1 (Sakov-Oke)",
     "fourth_contaminated": "every 4th variable observed every 0.15, a record of contaminated errors",
     "other_skewed_01": "every other variable observed every 0.1, a record of skewed errors",
+    "third_student2_05": "every 3rd variable observed every 0.1, Student-t df 2 scale 0.5",
+    "fourth_gauss15_60": "60 variables, every 4th observed every 0.15, Gaussian sd 1.5",
+    "other_laplace_02": "every other variable observed every 0.2, Laplace variance 1",
 }
 
 
