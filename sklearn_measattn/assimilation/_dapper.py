@@ -116,8 +116,10 @@ _METHOD_PARAMS = {
     },
 }
 _DEFAULTS = {"EnKF_sqrt": {"rot": True}, "LETKF": {"rot": True}}
-#: The method parameters that set up the run rather than DAPPER's constructor, with their defaults.
-_RUN_PARAMS = {"LETKF": {"loc_batch": 2}}
+#: The method parameters that set up the run rather than DAPPER's constructor.
+_RUN_PARAMS = {"LETKF": ("loc_batch",)}
+#: DAPPER's Lorenz-96 set-up (``Lorenz96.sakov2008``) makes one local analysis per pair of neighbouring variables.
+_DAPPER_LOCALIZATION_BATCH = 2
 _INSTALL = "pip install sklearn-measattn[assimilation]"
 
 
@@ -186,7 +188,7 @@ def _import_dapper():
 
 def _make_method(classes, method, ensemble_size, method_params):
     params = {**_DEFAULTS.get(method, {}), **{k: v for k, v in method_params.items()
-                                             if k not in _RUN_PARAMS.get(method, {})}}
+                                             if k not in _RUN_PARAMS.get(method, ())}}
     if method == "EnKF":
         return classes["EnKF"]("PertObs", ensemble_size, **params)
     if method == "EnKF_sqrt":
@@ -240,7 +242,7 @@ def _time_dependent(modelling, operator_at):
         return modelling.TimeDependentOperator(operator_at)
 
 
-def _observations_for_dapper(modelling, nd_Id_localization, problem, localization_batch=2):
+def _observations_for_dapper(modelling, nd_Id_localization, problem, localization_batch):
     """DAPPER's observation operator and observations ``yy`` for ``problem``, and the cycles it observes nothing.
 
     Without missing observations: one operator for all cycles and the
@@ -252,7 +254,7 @@ def _observations_for_dapper(modelling, nd_Id_localization, problem, localizatio
 
     def operator(indices):
         spec = modelling.partial_Id_Obs(n_variables, indices)
-        # R-localisation with one local analysis per batch of neighbouring variables (two in Lorenz96.sakov2008)
+        # R-localisation, one local analysis per batch of neighbouring variables
         localizer = nd_Id_localization((n_variables,), (localization_batch,), obs_inds=indices)
         return {**spec, "noise": _kalman_variance(model, 1.0), "localizer": localizer}
 
@@ -518,9 +520,9 @@ def _run_dapper(method, problem, *, ensemble_size, spin_up, random_state, method
 
     rng = check_random_state(random_state)
     initial = problem.truth[0] + rng.standard_normal((ensemble_size, problem.n_variables))  # as twin_experiment
-    run_params = {**_RUN_PARAMS.get(method, {}), **method_params}
-    obs, yy, silent = _observations_for_dapper(modelling, nd_Id_localization, problem,
-                                               localization_batch=run_params.get("loc_batch", 2))
+    obs, yy, silent = _observations_for_dapper(
+        modelling, nd_Id_localization, problem,
+        localization_batch=method_params.get("loc_batch", _DAPPER_LOCALIZATION_BATCH))
     recorders = []
 
     def recorder(stats):
