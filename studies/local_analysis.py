@@ -19,7 +19,8 @@ A local model from a file runs as one more method, tuned on the local grid::
     python studies/local_analysis.py --methods "local learned, truth-trained first round" \
         --local-model "local learned, truth-trained first round" truth.safetensors
 
-DAPPER's LETKF, EnKF-N and iEnKS (where DAPPER is installed) write to their own file::
+DAPPER's LETKF (with its pairs of variables as local domains, or ``"DAPPER LETKF, per variable"``), EnKF-N and
+iEnKS (where DAPPER is installed) write to their own file::
 
     python studies/local_analysis.py --settings mnmef_sd07 --methods "DAPPER LETKF" "DAPPER EnKF-N" "DAPPER iEnKS" \
         --out studies/results/local_analysis_dapper.csv
@@ -197,12 +198,18 @@ def _params(step):
 #: The LETKF's grid is the package's LETKF's (``loc_rad`` the Gaspari-Cohn half-width / 1.82); the finite-size EnKF
 #: (EnKF-N, global, no localisation) estimates its own inflation, so its grid is its prior confidence ``xN`` and a
 #: small extra inflation; the iterative ensemble Kalman smoother (iEnKS, global, with EnKF-N's inflation) adds its
-#: window, 1 or 2 cycles (scored by its filter analysis).
+#: window, 1 or 2 cycles (scored by its filter analysis). DAPPER's LETKF runs with its own Lorenz-96 local domains
+#: (pairs of neighbouring variables) and, as a method of its own, with one per variable, as the package's LETKF.
 DAPPER_LETKF, DAPPER_ENKF_N, DAPPER_IENKS = "DAPPER LETKF", "DAPPER EnKF-N", "DAPPER iEnKS"
+DAPPER_LETKF_PER_VARIABLE = "DAPPER LETKF, per variable"
 
 
 def dapper_grid():
     return [{"infl": i, "loc_rad": round(r / 1.82, 4)} for i in INFLATIONS for r in RADII]
+
+
+def dapper_per_variable_grid():
+    return [dict(params, loc_batch=1) for params in dapper_grid()]
 
 
 def enkf_n_grid():
@@ -214,7 +221,8 @@ def ienks_grid():
             for i in (1.0, 1.02)]
 
 
-DAPPER_FILTERS = {DAPPER_LETKF: ("LETKF", dapper_grid), DAPPER_ENKF_N: ("EnKF_N", enkf_n_grid),
+DAPPER_FILTERS = {DAPPER_LETKF: ("LETKF", dapper_grid), DAPPER_LETKF_PER_VARIABLE: ("LETKF", dapper_per_variable_grid),
+                  DAPPER_ENKF_N: ("EnKF_N", enkf_n_grid),
                   DAPPER_IENKS: ("iEnKS", ienks_grid)}
 
 
