@@ -35,7 +35,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     held_out = study.problems(args.setting, args.seeds, study.SETTINGS[args.setting]["cycles"] + study.SPIN_UP)
     dapper = dict(ensemble_size=args.members, spin_up=study.SPIN_UP, random_state=0, infl=args.inflation,
-                  loc_rad=round(args.radius / 1.82, 4))
+                  loc_rad=study.dapper_loc_rad(args.radius))
     print(f"{study.TITLES[args.setting]}, N = {args.members}, inflation {args.inflation}, half-width {args.radius}")
     for seed, problem in zip(args.seeds, held_out):
         runs = {"package LETKF": twin_experiment(LETKF(inflation=args.inflation, localization_radius=args.radius),

@@ -204,8 +204,13 @@ DAPPER_LETKF, DAPPER_ENKF_N, DAPPER_IENKS = "DAPPER LETKF", "DAPPER EnKF-N", "DA
 DAPPER_LETKF_PER_VARIABLE = "DAPPER LETKF, per variable"
 
 
+def dapper_loc_rad(half_width):
+    """DAPPER's ``loc_rad`` for the package's Gaspari-Cohn half-width (DAPPER's taper is exp(-1/2) at ``loc_rad``)."""
+    return round(half_width / 1.82, 4)
+
+
 def dapper_grid():
-    return [{"infl": i, "loc_rad": round(r / 1.82, 4)} for i in INFLATIONS for r in RADII]
+    return [{"infl": i, "loc_rad": dapper_loc_rad(r)} for i in INFLATIONS for r in RADII]
 
 
 def dapper_per_variable_grid():

@@ -278,7 +278,7 @@ class LocalLearnedAnalysis(AnalysisStep):
         self.reflect_ = model.symmetric if self.reflect == "auto" else self.reflect
         self.noise_tail_ = model.tail
         self.observation_variance_ = _etkf_variance_of(model.law, model.noise_scale,
-                                                         student_t=self.recipe_["letkf_student_t"])
+                                                       student_t=self.recipe_["letkf_student_t"])
         self._reflection = _reflection(recipe["window_radius"])
         self._network = fitted_network(self.estimator)
 
